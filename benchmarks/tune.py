@@ -1,0 +1,113 @@
+"""Times launch configurations of the variants on the device (the numbers
+behind the tables in softmax_lab/variants.py; see notes/TUNING.md).
+
+    PYTHONPATH=. python benchmarks/tune.py [--quick]
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import cupy as cp
+import numpy as np
+
+import softmax_lab
+from softmax_lab import variants as V
+from softmax_lab.reference import relative_error, softmax_reference
+
+
+def time_ms(fn, repeats=10, warmup=2):
+    for _ in range(warmup):
+        fn()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    times = []
+    for _ in range(repeats):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop))
+    return float(np.median(times)), float(min(times)), float(max(times))
+
+
+def check(y, x):
+    idx = np.unique(np.linspace(0, x.shape[0] - 1, 6).astype(int))
+    return relative_error(y[idx], softmax_reference(x[idx]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="tune.json")
+    ap.add_argument("--cols", type=int, nargs="*", default=[393216, 1024, 4096, 16384, 65536, 262144, 1048576])
+    args = ap.parse_args()
+    dev = softmax_lab.device_info()
+    print(dev, flush=True)
+    results = []
+    candidates = {
+        1024: [V.ClusterConfig(1, 128, 2, 2), V.ClusterConfig(1, 256, 1, 2), V.ClusterConfig(1, 64, 4, 2), V.ClusterConfig(1, 128, 2, 4)],
+        4096: [V.ClusterConfig(1, 256, 4, 2), V.ClusterConfig(1, 512, 2, 2), V.ClusterConfig(1, 128, 8, 2), V.ClusterConfig(2, 256, 2, 2)],
+        16384: [V.ClusterConfig(2, 256, 8, 2), V.ClusterConfig(1, 512, 8, 2), V.ClusterConfig(4, 256, 4, 2), V.ClusterConfig(1, 1024, 4, 2), V.ClusterConfig(2, 512, 4, 2)],
+        65536: [V.ClusterConfig(4, 512, 8, 2), V.ClusterConfig(8, 512, 4, 2), V.ClusterConfig(2, 1024, 8, 1), V.ClusterConfig(4, 1024, 4, 2)],
+        262144: [V.ClusterConfig(8, 512, 12, 2), V.ClusterConfig(16, 512, 8, 2), V.ClusterConfig(16, 1024, 4, 2), V.ClusterConfig(8, 1024, 8, 2)],
+        393216: [V.ClusterConfig(16, 512, 12, 2), V.ClusterConfig(16, 768, 8, 2), V.ClusterConfig(16, 1024, 6, 2), V.ClusterConfig(16, 384, 16, 2), V.ClusterConfig(8, 768, 16, 1), V.ClusterConfig(16, 768, 9, 2)],
+        1048576: [],
+    }
+    for cols in args.cols:
+        rows = max(1, 2**30 // cols)
+        x = cp.random.standard_normal((rows, cols), dtype=cp.float32)
+        y = cp.empty_like(x)
+        copy = min(time_ms(lambda: cp.copyto(y, x))[0] for _ in range(3))
+        row = {"rows": rows, "cols": cols, "copy_ms": copy, "runs": []}
+        print(f"\n== {rows} x {cols}: copy {copy:.3f} ms", flush=True)
+
+        def record(label, fn):
+            y.fill(cp.nan)
+            try:
+                fn()
+                err = check(y, x)
+                med, lo, hi = time_ms(fn)
+            except Exception as e:  # noqa: BLE001 - a config that cannot launch is a result too
+                print(f"{label:40s} FAILED {type(e).__name__}: {e}", flush=True)
+                row["runs"].append({"label": label, "error": str(e)})
+                return
+            print(f"{label:40s} {med:8.3f} ms  x{med / copy:5.3f}  [{lo:.3f}, {hi:.3f}]  err {err:.2e}", flush=True)
+            row["runs"].append({"label": label, "ms": med, "min": lo, "max": hi, "ratio": med / copy, "err": err})
+
+        p = V.Problem(x, y, rows, cols, cols, cols)
+        for name, v in softmax_lab.variants().items():
+            if name != "single_read" and (cols != 393216 or True):
+                record(name, lambda v=v: v.run(p, dev))
+        for chunk in (2048, 4096, 16384):
+            record(f"multi_block chunk={chunk}", lambda c=chunk: V._run_multi_block(p, dev, chunk_vecs=c))
+        for cfg in candidates.get(cols, []):
+            if cfg.capacity_floats < cols:
+                continue
+            try:
+                k = V.single_read_kernel(cfg, dev)
+                g = V.resident_groups(cfg, k, dev)
+            except Exception as e:  # noqa: BLE001
+                print(f"{cfg} cannot build: {e}", flush=True)
+                continue
+            record(f"sr {cfg.cluster}x{cfg.threads}x{cfg.vpt}x{cfg.stages} g={g}", lambda c=cfg: V._run_single_read(p, dev, c))
+            if cfg.cluster >= 8:
+                for gg in sorted({g - 1, g - 2, max(1, g // 2)}):
+                    if 0 < gg < g:
+                        record(f"sr {cfg.cluster}x{cfg.threads}x{cfg.vpt}x{cfg.stages} g={gg}", lambda c=cfg, gg=gg: V._run_single_read(p, dev, c, groups=gg))
+        try:
+            import torch
+
+            tx = torch.as_tensor(x, device="cuda")
+            ty = torch.as_tensor(y, device="cuda")
+            record("torch.softmax", lambda: torch.ops.aten._softmax.out(tx, 1, False, out=ty))
+        except Exception as e:  # noqa: BLE001
+            print("torch:", e)
+        results.append(row)
+        del x, y
+        cp.get_default_memory_pool().free_all_blocks()
+    with open(args.out, "w") as f:
+        json.dump({"device": dev.name, "date": time.strftime("%Y-%m-%d %H:%M"), "command": " ".join(sys.argv), "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+// common.cuh: pieces every softmax kernel of softmax-lab shares.
+//
+// * exp_approx: e^d through the hardware ex2 unit (one FMUL + one MUFU).
+// * MaxSum and merge(): the online-softmax pair (running max m, sum of
+//   e^(x - m)); merging two pairs rescales each sum to the larger max.
+// * warp and block reductions of floats and of MaxSum pairs.
+// * RowSpan: splits a row into a scalar head (until the input pointer is
+//   16-byte aligned), a body of float4 vectors and a scalar tail, so that
+//   every row length and every view offset is handled with 16-byte accesses
+//   wherever possible.
+//
+// Special values follow torch.softmax: -inf entries give 0, a row of all -inf
+// gives NaN, a NaN anywhere in a row (or +inf, since inf - inf is NaN) makes
+// the whole row NaN.  fmaxf() ignores NaN, so a NaN never becomes the max;
+// it reaches the sum through e^(NaN - m) and from there every output.
+//
+// All index arithmetic is 64-bit (long long): tensors above 2^31 elements.
+#pragma once
+
+#define SOFTMAX_NEG_INF (__int_as_float(0xff800000))
+#define SOFTMAX_LOG2E 1.4426950408889634f
+
+typedef long long i64;
+
+__device__ __forceinline__ float exp_approx(float d) {
+    float y;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(d * SOFTMAX_LOG2E));
+    return y;
+}
+
+struct MaxSum {
+    float max;
+    float sum;
+};
+
+// The reference point for e^(x - m): a running max of -inf means every
+// element seen so far is -inf (or NaN); use 0 so that -inf - ref is -inf
+// (giving 0) rather than -inf - -inf (NaN).
+__device__ __forceinline__ float exp_base(float m) { return m == SOFTMAX_NEG_INF ? 0.f : m; }
+
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+    const float m = fmaxf(a.max, b.max);
+    const float base = exp_base(m);
+    // Commutative: merge(a, b) and merge(b, a) are bitwise equal.
+    return {m, a.sum * exp_approx(a.max - base) + b.sum * exp_approx(b.max - base)};
+}
+
+// Folds four values into a running (max, sum): one rescale per new max.
+__device__ __forceinline__ void online_add4(MaxSum& acc, float4 v) {
+    const float m4 = fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w));
+    if (m4 > acc.max) {
+        acc.sum *= exp_approx(acc.max - m4);
+        acc.max = m4;
+    }
+    const float base = exp_base(acc.max);
+    acc.sum += exp_approx(v.x - base) + exp_approx(v.y - base) + exp_approx(v.z - base) +
+               exp_approx(v.w - base);
+}
+
+__device__ __forceinline__ void online_add1(MaxSum& acc, float v) {
+    if (v > acc.max) {
+        acc.sum *= exp_approx(acc.max - v);
+        acc.max = v;
+    }
+    acc.sum += exp_approx(v - exp_base(acc.max));
+}
+
+__device__ __forceinline__ float max4(float4 v) { return fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)); }
+
+// ---------------------------------------------------------------- reductions
+// Butterfly (xor) reductions: every lane ends with the same, bitwise equal
+// value, and the result does not depend on timing, so outputs are
+// deterministic.
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        MaxSum other = {__shfl_xor_sync(0xffffffffu, v.max, o), __shfl_xor_sync(0xffffffffu, v.sum, o)};
+        v = merge(v, other);
+    }
+    return v;
+}
+
+// Block-wide reductions for blockDim.x a multiple of 32 (at most 1024).
+// `scratch` holds 32 entries; the call begins with a barrier so that the
+// scratch of a previous reduction may be reused at once.
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < warps ? scratch[lane] : SOFTMAX_NEG_INF;
+    return warp_max(v);
+}
+
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < warps ? scratch[lane] : 0.f;
+    return warp_sum(v);
+}
+
+__device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_merge(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < warps ? scratch[lane] : MaxSum{SOFTMAX_NEG_INF, 0.f};
+    return warp_merge(v);
+}
+
+// ------------------------------------------------------------- row layout
+// Elements [0, head) and [head + 4 * vecs, n) are scalar; [head, head + 4 *
+// vecs) is read as float4 from a 16-byte aligned address.  The output uses
+// float4 stores for the body only where its row has the same alignment as
+// the input row (y_vec); otherwise it stores the four floats one by one.
+struct RowSpan {
+    const float* x;
+    float* y;
+    i64 head;
+    i64 vecs;
+    i64 n;
+    bool y_vec;
+};
+
+__device__ __forceinline__ RowSpan row_span(const float* x, float* y, i64 n) {
+    RowSpan r;
+    r.x = x;
+    r.y = y;
+    r.n = n;
+    i64 head = (i64)((16u - ((unsigned)(size_t)x & 15u)) & 15u) / 4;
+    r.head = head < n ? head : n;
+    r.vecs = (n - r.head) / 4;
+    r.y_vec = (((size_t)(y + r.head)) & 15u) == 0;
+    return r;
+}
+
+__device__ __forceinline__ const float4* body_in(const RowSpan& r) {
+    return reinterpret_cast<const float4*>(r.x + r.head);
+}
+
+// Index of scalar element k of the row, k in [0, scalars): the head, then the tail.
+__device__ __forceinline__ i64 scalar_index(const RowSpan& r, i64 k) {
+    return k < r.head ? k : r.head + 4 * r.vecs + (k - r.head);
+}
+
+__device__ __forceinline__ i64 scalar_count(const RowSpan& r) { return r.n - 4 * r.vecs; }
+
+__device__ __forceinline__ void store4(const RowSpan& r, i64 v, float4 val) {
+    float* p = r.y + r.head + 4 * v;
+    if (r.y_vec) {
+        __stcs(reinterpret_cast<float4*>(p), val);
+    } else {
+        p[0] = val.x;
+        p[1] = val.y;
+        p[2] = val.z;
+        p[3] = val.w;
+    }
+}
+
+__device__ __forceinline__ float4 scale4(float4 v, float m, float inv_sum) {
+    return make_float4(exp_approx(v.x - m) * inv_sum, exp_approx(v.y - m) * inv_sum,
+                       exp_approx(v.z - m) * inv_sum, exp_approx(v.w - m) * inv_sum);
+}
+
+// Writes softmax of elements [v0, v1) of the body (float4 index) and, when
+// with_scalars, the scalar head and tail, with a block-stride loop.
+__device__ __forceinline__ void write_span(const RowSpan& r, i64 v0, i64 v1, bool with_scalars, float m,
+                                           float inv_sum) {
+    const float4* in = body_in(r);
+    for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) store4(r, v, scale4(__ldg(in + v), m, inv_sum));
+    if (with_scalars) {
+        for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x) {
+            const i64 i = scalar_index(r, k);
+            r.y[i] = exp_approx(r.x[i] - m) * inv_sum;
+        }
+    }
+}
+
+// Online (max, sum) of elements [v0, v1) of the body and, when with_scalars,
+// of the head and tail, for this thread; the caller reduces over the block.
+__device__ __forceinline__ MaxSum online_span(const RowSpan& r, i64 v0, i64 v1, bool with_scalars) {
+    MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
+    const float4* in = body_in(r);
+    for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) online_add4(acc, __ldg(in + v));
+    if (with_scalars)
+        for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x) online_add1(acc, r.x[scalar_index(r, k)]);
+    return acc;
+}

@@ -1,0 +1,52 @@
+// multi_block.cu: one row split over several thread blocks.
+//
+//   multi_block_partials: block (row, c) computes the online (m, s) of chunk c
+//                         of the row                               (read x)
+//   multi_block_combine:  one block per row merges the row's partials in a
+//                         fixed order into one (m, s)              (tiny)
+//   multi_block_write:    block (row, c) writes y = e^(x - m) / s for chunk c
+//                                                                  (read x, write y)
+//
+// Traffic: 2 reads + 1 write = 12 bytes per fp32 element (plus 8 bytes per
+// chunk for the partials).  The partials live in a buffer the caller
+// allocates per launch, so concurrent launches share nothing, and no atomics
+// are used: the output is bitwise the same on every run.
+// Launch: 1-D grids of any size; work item w = (row, chunk) = (w / chunks,
+// w % chunks), chunk = `chunk_vecs` float4 vectors of the body; the scalar
+// head and tail belong to chunk 0.
+#include "common.cuh"
+
+extern "C" __global__ void multi_block_partials(const float* __restrict__ x, i64 rows, i64 n, i64 ld_x,
+                                                i64 chunk_vecs, i64 chunks, MaxSum* __restrict__ partials) {
+    __shared__ MaxSum scratch[32];
+    for (i64 w = blockIdx.x; w < rows * chunks; w += gridDim.x) {
+        const i64 row = w / chunks, c = w % chunks;
+        const RowSpan r = row_span(x + row * ld_x, nullptr, n);
+        const i64 v0 = c * chunk_vecs, v1 = min(v0 + chunk_vecs, r.vecs);
+        const MaxSum part = block_merge(online_span(r, v0, v1, c == 0), scratch);
+        if (threadIdx.x == 0) partials[w] = part;
+    }
+}
+
+extern "C" __global__ void multi_block_combine(const MaxSum* __restrict__ partials, i64 rows, i64 chunks,
+                                               MaxSum* __restrict__ totals) {
+    __shared__ MaxSum scratch[32];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
+        for (i64 c = threadIdx.x; c < chunks; c += blockDim.x) acc = merge(acc, partials[row * chunks + c]);
+        acc = block_merge(acc, scratch);
+        if (threadIdx.x == 0) totals[row] = acc;
+    }
+}
+
+extern "C" __global__ void multi_block_write(const float* __restrict__ x, float* __restrict__ y, i64 rows,
+                                             i64 n, i64 ld_x, i64 ld_y, i64 chunk_vecs, i64 chunks,
+                                             const MaxSum* __restrict__ totals) {
+    for (i64 w = blockIdx.x; w < rows * chunks; w += gridDim.x) {
+        const i64 row = w / chunks, c = w % chunks;
+        const RowSpan r = row_span(x + row * ld_x, y + row * ld_y, n);
+        const i64 v0 = c * chunk_vecs, v1 = min(v0 + chunk_vecs, r.vecs);
+        const MaxSum t = totals[row];
+        write_span(r, v0, v1, c == 0, t.max, 1.f / t.sum);
+    }
+}

@@ -1,0 +1,222 @@
+// single_read.cu: softmax that reads each element from device memory once
+// and writes it once (Hopper, sm_90).
+//
+// A row is split over the SR_CLUSTER thread blocks of a cluster; block b
+// holds slice b of the row (a contiguous run of float4 vectors) on chip:
+//
+//   1. a bulk asynchronous copy (cp.async.bulk, the copy engine) brings the
+//      slice into a shared-memory stage and completes on that stage's
+//      mbarrier; SR_STAGES stages form a ring, so the next rows are already
+//      loading while this one is reduced and written;
+//   2. each thread moves its SR_VPT vectors from the stage into registers,
+//      and the stage is handed back to the copy engine at once;
+//   3. per thread: max m_t, then e = 2^((x - m_t) log2 e) in place and its
+//      sum; the block merges the (max, sum) pairs;
+//   4. each block publishes its pair in its own shared memory; after one
+//      cluster barrier every thread reads the SR_CLUSTER pairs through
+//      distributed shared memory and merges them in a fixed order (the same
+//      in every block, so every block gets bitwise the same (M, S));
+//   5. y = e * e^(m_t - M) / S, stored with 16-byte streaming stores.
+//
+// Traffic: 1 read + 1 write = 8 bytes per fp32 element.
+// Launch (persistent): 1-D grid of G * SR_CLUSTER blocks of SR_THREADS
+// threads, G at most the number of clusters that can be resident at once;
+// cluster g handles rows g, g + G, ...  Dynamic shared memory:
+// SR_STAGES * SR_THREADS * SR_VPT * 16 bytes.  A row fits when
+// ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT, vecs = its float4 count.
+// The scalar head and tail (row start not 16-byte aligned, n % 4 != 0; at
+// most 3 + 3 elements) are read with plain loads by block 0, one row ahead.
+#include "common.cuh"
+
+#ifndef SR_CLUSTER
+#define SR_CLUSTER 1
+#endif
+#ifndef SR_THREADS
+#define SR_THREADS 256
+#endif
+#ifndef SR_VPT
+#define SR_VPT 4
+#endif
+#ifndef SR_STAGES
+#define SR_STAGES 2
+#endif
+
+#define SR_CAPACITY (SR_THREADS * SR_VPT)  // float4 vectors a block holds per row
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(smem_addr(bar)), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// Copies `vecs` float4 from global memory into a stage; the stage's mbarrier
+// completes when the bytes have landed (an empty slice just arrives).
+__device__ __forceinline__ void load_slice(float4* stage, const float4* src, i64 vecs, unsigned long long* bar) {
+    const unsigned bytes = (unsigned)(vecs * 16);
+    if (bytes == 0) {
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+        return;
+    }
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+            smem_addr(stage)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar))
+        : "memory");
+}
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r = 0;
+#if SR_CLUSTER > 1
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+    return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+#if SR_CLUSTER > 1
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+    __syncthreads();
+#endif
+}
+
+// Reads the MaxSum at `local` in the shared memory of cluster block `rank`.
+__device__ __forceinline__ MaxSum load_remote(const MaxSum* local, unsigned rank) {
+#if SR_CLUSTER > 1
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+    MaxSum v;
+    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.max), "=f"(v.sum) : "r"(remote) : "memory");
+    return v;
+#else
+    return *local;
+#endif
+}
+
+struct Slice {
+    RowSpan r;
+    i64 v0;    // first body vector of this block's slice
+    i64 vecs;  // vectors in this block's slice
+};
+
+__device__ __forceinline__ Slice slice_of(const float* x, float* y, i64 row, i64 n, i64 ld_x, i64 ld_y,
+                                          unsigned rank) {
+    Slice s;
+    s.r = row_span(x + row * ld_x, y + row * ld_y, n);
+    const i64 per_block = (s.r.vecs + SR_CLUSTER - 1) / SR_CLUSTER;
+    s.v0 = min((i64)rank * per_block, s.r.vecs);
+    s.vecs = min(per_block, s.r.vecs - s.v0);
+    return s;
+}
+
+// The scalar (head or tail) element owned by this thread, or -inf.
+__device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
+    const i64 k = threadIdx.x;
+    return (rank == 0 && k < scalar_count(s.r)) ? __ldcs(s.r.x + scalar_index(s.r, k)) : SOFTMAX_NEG_INF;
+}
+
+extern "C" __global__ void __launch_bounds__(SR_THREADS, 1)
+#if SR_CLUSTER > 1
+    __cluster_dims__(SR_CLUSTER, 1, 1)
+#endif
+        single_read(const float* __restrict__ x, float* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
+    extern __shared__ __align__(128) float4 stages[];  // SR_STAGES x SR_CAPACITY
+    __shared__ __align__(8) unsigned long long full[SR_STAGES];
+    __shared__ MaxSum published[2];  // this block's pair, by row parity
+    __shared__ MaxSum scratch[32];
+
+    const unsigned rank = cluster_rank();
+    const i64 cluster = blockIdx.x / SR_CLUSTER, clusters = gridDim.x / SR_CLUSTER;
+    const i64 my_rows = cluster < rows ? (rows - 1 - cluster) / clusters + 1 : 0;
+    const unsigned t = threadIdx.x;
+
+    if (t == 0) {
+        for (int s = 0; s < SR_STAGES; ++s) mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    cluster_sync();  // barriers initialised; every block of the cluster is running
+
+    if (t == 0) {
+        for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it) {
+            const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
+            load_slice(stages + it * SR_CAPACITY, body_in(s.r) + s.v0, s.vecs, &full[it]);
+        }
+    }
+    float scalar_next =
+        my_rows > 0 ? load_scalar(slice_of(x, y, cluster, n, ld_x, ld_y, rank), rank) : SOFTMAX_NEG_INF;
+
+    for (i64 it = 0; it < my_rows; ++it) {
+        const int stage = (int)(it % SR_STAGES);
+        const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
+        float scalar = scalar_next;
+
+        // 2. stage -> registers, then hand the stage back to the copy engine.
+        mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
+        const float4* buf = stages + stage * SR_CAPACITY;
+        float4 v[SR_VPT];
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) {
+            const i64 j = t + k * SR_THREADS;
+            v[k] = j < s.vecs ? buf[j] : make_float4(SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF);
+        }
+        __syncthreads();
+        if (it + SR_STAGES < my_rows) {
+            if (t == 0) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                const Slice next = slice_of(x, y, cluster + (it + SR_STAGES) * clusters, n, ld_x, ld_y, rank);
+                load_slice(stages + stage * SR_CAPACITY, body_in(next.r) + next.v0, next.vecs, &full[stage]);
+            }
+        }
+        if (it + 1 < my_rows) scalar_next = load_scalar(slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank), rank);
+
+        // 3. per-thread max, exponentials in place, sum; block merge.
+        float m = scalar;
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) m = fmaxf(m, max4(v[k]));
+        const float base = exp_base(m);
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) {
+            v[k] = scale4(v[k], base, 1.f);
+            sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+        }
+        scalar = exp_approx(scalar - base);
+        sum += scalar;
+        const MaxSum block = block_merge({m, sum}, scratch);
+
+        // 4. cluster-wide merge through distributed shared memory.
+        if (t == 0) published[it & 1] = block;
+        cluster_sync();
+        MaxSum total = load_remote(&published[it & 1], (t & 31) % SR_CLUSTER);
+#pragma unroll
+        for (int o = SR_CLUSTER / 2; o > 0; o >>= 1) {
+            MaxSum other = {__shfl_xor_sync(0xffffffffu, total.max, o), __shfl_xor_sync(0xffffffffu, total.sum, o)};
+            total = merge(total, other);
+        }
+
+        // 5. normalise and store.  m = -inf here means all of this thread's
+        // elements are -inf: e^(m - M) is 0, or NaN when the whole row is -inf.
+        const float scale = exp_approx(m - total.max) * (1.f / total.sum);
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) {
+            const i64 j = t + k * SR_THREADS;
+            if (j < s.vecs)
+                store4(s.r, s.v0 + j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale));
+        }
+        if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = scalar * scale;
+    }
+    cluster_sync();  // no block leaves while another may still read its pairs
+}

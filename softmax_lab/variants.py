@@ -1,0 +1,263 @@
+"""The registry: every softmax variant, its kernel file, launch rule, traffic model
+and requirements.  Nothing else in softmax_lab knows variant names.
+
+A variant runs on a 2-D problem: `rows` rows of `cols` float32 elements, row r
+of the input at x + r * ld_x and of the output at y + r * ld_y (element
+strides of 1 within a row).  The launch tables below are the tuning knobs;
+notes/TUNING.md says how they were chosen.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from dataclasses import dataclass, field
+from typing import Callable
+
+import cupy
+import numpy as np
+
+from . import loader
+from .device import DeviceInfo, max_active_clusters
+
+ITEMSIZE = 4  # float32
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One launch's shape: x and y are CuPy arrays whose first element starts row 0."""
+
+    x: cupy.ndarray
+    y: cupy.ndarray
+    rows: int
+    cols: int
+    ld_x: int
+    ld_y: int
+
+    def scalars(self):
+        return (np.int64(self.rows), np.int64(self.cols), np.int64(self.ld_x), np.int64(self.ld_y))
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+# ------------------------------------------------------------ one block per row
+# Threads per block by row length: (largest cols, threads).
+BLOCK_THREADS_BY_COLS = ((1024, 128), (4096, 256), (16384, 512), (math.inf, 1024))
+
+
+def _block_threads(cols: int) -> int:
+    return next(t for limit, t in BLOCK_THREADS_BY_COLS if cols <= limit)
+
+
+def _run_block_per_row(entry: str, source: str):
+    def run(p: Problem, dev: DeviceInfo, threads: int | None = None) -> None:
+        kernel = loader.get_kernel(source, entry, device_id=dev.id)
+        grid = min(p.rows, 2**31 - 1)  # blocks loop over rows beyond the grid
+        kernel((grid,), (threads or _block_threads(p.cols),), (p.x, p.y, *p.scalars()))
+
+    return run
+
+
+# ---------------------------------------------------------------- multi-block
+MULTI_BLOCK_THREADS = 512
+MULTI_BLOCK_CHUNK_VECS = 8192  # float4 vectors (128 KB) per block and row
+MULTI_BLOCK_MAX_GRID = 1 << 20  # blocks loop over (row, chunk) items beyond it
+
+
+def _run_multi_block(p: Problem, dev: DeviceInfo, chunk_vecs: int | None = None, threads: int | None = None):
+    chunk_vecs = chunk_vecs or MULTI_BLOCK_CHUNK_VECS
+    threads = threads or MULTI_BLOCK_THREADS
+    chunks = max(1, -(-(p.cols // 4) // chunk_vecs))
+    get = lambda entry: loader.get_kernel("multi_block.cu", entry, device_id=dev.id)  # noqa: E731
+    # Per-launch scratch (a (max, sum) pair per chunk and per row): concurrent
+    # launches on different streams share nothing.
+    partials = cupy.empty((p.rows * chunks, 2), dtype=cupy.float32)
+    totals = cupy.empty((p.rows, 2), dtype=cupy.float32)
+    items = p.rows * chunks
+    rows, cols, ld_x, ld_y = p.scalars()
+    get("multi_block_partials")(
+        (min(items, MULTI_BLOCK_MAX_GRID),), (threads,),
+        (p.x, rows, cols, ld_x, np.int64(chunk_vecs), np.int64(chunks), partials),
+    )
+    get("multi_block_combine")((min(p.rows, MULTI_BLOCK_MAX_GRID),), (256,), (partials, rows, np.int64(chunks), totals))
+    get("multi_block_write")(
+        (min(items, MULTI_BLOCK_MAX_GRID),), (threads,),
+        (p.x, p.y, rows, cols, ld_x, ld_y, np.int64(chunk_vecs), np.int64(chunks), totals),
+    )
+
+
+# ---------------------------------------------------------------- single read
+@dataclass(frozen=True)
+class ClusterConfig:
+    cluster: int  # thread blocks per row (a power of two, at most 16)
+    threads: int
+    vpt: int  # float4 vectors per thread (held in registers)
+    stages: int  # shared-memory stages in the load ring
+
+    @property
+    def capacity_floats(self) -> int:
+        """The longest row (float32 elements) this configuration holds on chip."""
+        return self.cluster * self.threads * self.vpt * 4
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * self.threads * self.vpt * 16
+
+    def defines(self) -> dict[str, int]:
+        return {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages}
+
+
+# The first configuration whose capacity holds the row is used.
+SINGLE_READ_CONFIGS = (
+    ClusterConfig(1, 128, 2, 2),
+    ClusterConfig(1, 256, 4, 2),
+    ClusterConfig(2, 256, 8, 2),
+    ClusterConfig(4, 512, 8, 2),
+    ClusterConfig(8, 512, 12, 2),
+    ClusterConfig(16, 512, 12, 2),
+    ClusterConfig(16, 768, 9, 2),
+)
+_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
+
+
+def single_read_config(cols: int, dev: DeviceInfo) -> ClusterConfig | None:
+    vecs = -(-cols // 4)
+    for c in SINGLE_READ_CONFIGS:
+        if -(-vecs // c.cluster) <= c.threads * c.vpt and c.smem_bytes + 1024 <= dev.smem_optin_bytes:
+            return c
+    return None
+
+
+def single_read_kernel(config: ClusterConfig, dev: DeviceInfo) -> cupy.RawKernel:
+    kernel = loader.get_kernel("single_read.cu", "single_read", config.defines(), device_id=dev.id)
+    kernel.max_dynamic_shared_size_bytes = config.smem_bytes
+    if config.cluster > 8:
+        cupy.cuda.driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+    return kernel
+
+
+def resident_groups(config: ClusterConfig, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
+    """Clusters (or, for a cluster of one, blocks) that can be resident at once."""
+    if config.cluster == 1:
+        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            kernel.kernel.ptr, config.threads, config.smem_bytes
+        )
+        return per_sm * dev.sm_count
+    return max_active_clusters(kernel, config.cluster, config.threads, config.smem_bytes)
+
+
+def _run_single_read(p: Problem, dev: DeviceInfo, config: ClusterConfig | None = None, groups: int | None = None):
+    config = config or single_read_config(p.cols, dev)
+    kernel = single_read_kernel(config, dev)
+    groups = min(p.rows, groups or resident_groups(config, kernel, dev))
+    if groups < 1:
+        raise RuntimeError(f"single_read: no cluster of {config} can be resident on {dev.name}")
+    kernel((groups * config.cluster,), (config.threads,), (p.x, p.y, *p.scalars()), shared_mem=config.smem_bytes)
+
+
+def _single_read_limit(dev: DeviceInfo) -> int:
+    fitting = [c.capacity_floats for c in SINGLE_READ_CONFIGS if c.smem_bytes + 1024 <= dev.smem_optin_bytes]
+    return max(fitting, default=0) - 3  # a misaligned row start can cost one vector
+
+
+# --------------------------------------------------------------- the registry
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    source: str  # file in kernels/
+    entries: tuple[str, ...]
+    reads: int  # passes over x in device memory
+    writes: int  # passes over y
+    min_compute_capability: int
+    summary: str
+    launch_rule: str
+    run: Callable = field(repr=False)
+    max_cols: Callable[[DeviceInfo], float] = field(default=lambda dev: math.inf, repr=False)
+
+    def bytes_per_element(self, itemsize: int = ITEMSIZE) -> int:
+        return (self.reads + self.writes) * itemsize
+
+    def traffic_bytes(self, rows: int, cols: int, itemsize: int = ITEMSIZE) -> int:
+        """Bytes this variant moves through device memory for a rows x cols problem."""
+        return rows * cols * self.bytes_per_element(itemsize)
+
+    def unsupported_reason(self, cols: int, dev: DeviceInfo) -> str | None:
+        """Why this variant cannot run rows of `cols` on `dev`, or None if it can."""
+        if dev.compute_capability < self.min_compute_capability:
+            cc = self.min_compute_capability
+            return (f"variant {self.name!r} needs compute capability {cc // 10}.{cc % 10} or newer; "
+                    f"{dev.name} has {dev.compute_capability // 10}.{dev.compute_capability % 10}")
+        if cols > self.max_cols(dev):
+            return f"variant {self.name!r} holds rows of at most {self.max_cols(dev)} elements on {dev.name}; got {cols}"
+        return None
+
+
+_ALL = (
+    Variant(
+        name="three_pass",
+        source="three_pass.cu",
+        entries=("three_pass",),
+        reads=3, writes=1, min_compute_capability=0,
+        summary="max pass, sum-of-exp pass, write pass; one block per row",
+        launch_rule="one block per row; threads by row length " + str(BLOCK_THREADS_BY_COLS),
+        run=_run_block_per_row("three_pass", "three_pass.cu"),
+    ),
+    Variant(
+        name="two_pass",
+        source="two_pass.cu",
+        entries=("two_pass",),
+        reads=2, writes=1, min_compute_capability=0,
+        summary="online (max, rescaled sum) in one read, then the write pass; one block per row",
+        launch_rule="one block per row; threads by row length " + str(BLOCK_THREADS_BY_COLS),
+        run=_run_block_per_row("two_pass", "two_pass.cu"),
+    ),
+    Variant(
+        name="multi_block",
+        source="multi_block.cu",
+        entries=("multi_block_partials", "multi_block_combine", "multi_block_write"),
+        reads=2, writes=1, min_compute_capability=0,
+        summary="a row split over blocks: per-chunk online partials, a fixed-order combine, the write pass",
+        launch_rule=f"{MULTI_BLOCK_CHUNK_VECS} float4 per block and row, {MULTI_BLOCK_THREADS} threads, three launches",
+        run=_run_multi_block,
+    ),
+    Variant(
+        name="single_read",
+        source="single_read.cu",
+        entries=("single_read",),
+        reads=1, writes=1, min_compute_capability=90,
+        summary="row held on chip across a thread-block cluster, combined through distributed shared memory",
+        launch_rule="persistent grid of resident clusters; configuration by row length from SINGLE_READ_CONFIGS",
+        run=_run_single_read,
+        max_cols=_single_read_limit,
+    ),
+)
+
+_REGISTRY = types.MappingProxyType({v.name: v for v in _ALL})
+
+
+def variants() -> types.MappingProxyType:
+    """Ordered mapping name -> Variant."""
+    return _REGISTRY
+
+
+def get_variant(name: str) -> Variant:
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown variant {name!r}; known: 'auto', {', '.join(map(repr, _REGISTRY))}") from None
+
+
+def choose(rows: int, cols: int, dev: DeviceInfo) -> Variant:
+    """variant="auto": the fastest variant that can run this shape on this device.
+
+    single_read where it fits (one read, one write); otherwise the two-read
+    online algorithm: one block per row when there are enough rows to fill
+    the device, else the row split over several blocks.
+    """
+    if _REGISTRY["single_read"].unsupported_reason(cols, dev) is None:
+        return _REGISTRY["single_read"]
+    if rows >= 4 * dev.sm_count:
+        return _REGISTRY["two_pass"]
+    return _REGISTRY["multi_block"]

@@ -1,0 +1,29 @@
+import os
+import tempfile
+
+import pytest
+
+# A kernel cache of this test run's own, so runs never share a stale one.
+os.environ.setdefault("CUPY_CACHE_DIR", tempfile.mkdtemp(prefix="softmax_lab_cupy_cache_"))
+
+
+def _gpu_missing_reason():
+    try:
+        from softmax_lab.device import require_device
+
+        require_device()
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+_REASON = _gpu_missing_reason()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _REASON is None:
+        return
+    skip = pytest.mark.skip(reason=f"no GPU: {_REASON}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,156 @@
+"""NumPy (float32) emulations of each kernel's blocking and merges.
+
+They follow the CUDA code step by step for one row: the head/body/tail split
+of common.cuh's RowSpan, the thread-strided ownership of vectors, the online
+(max, sum) updates and merges with their -inf guards, the chunks of
+multi_block and the cluster slices of single_read.  Reductions whose order
+does not matter for the checks (plain max, float sums) use NumPy's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+F32 = np.float32
+NEG_INF = F32(-np.inf)
+LOG2E = F32(1.4426950408889634)
+
+
+def exp_approx(d):
+    return np.exp2(np.asarray(d, dtype=F32) * LOG2E).astype(F32)
+
+
+def exp_base(m):
+    return np.where(m == NEG_INF, F32(0), m).astype(F32)
+
+
+def merge(a, b):
+    """common.cuh merge() on arrays of pairs ((max, sum) as two arrays)."""
+    m = np.fmax(a[0], b[0]).astype(F32)
+    base = exp_base(m)
+    with np.errstate(invalid="ignore"):
+        return m, (a[1] * exp_approx(a[0] - base) + b[1] * exp_approx(b[0] - base)).astype(F32)
+
+
+def merge_all(pairs):
+    """Merges a list of (max, sum) pairs left to right."""
+    acc = (NEG_INF, F32(0))
+    for p in pairs:
+        acc = merge(acc, p)
+    return acc
+
+
+def row_span(n: int, misalign: int):
+    """(head, vecs) for a row of n elements whose start is `misalign` elements
+    past a 16-byte boundary."""
+    head = min((4 - misalign % 4) % 4, n)
+    return head, (n - head) // 4
+
+
+def split(row, misalign):
+    head, vecs = row_span(len(row), misalign)
+    body = row[head : head + 4 * vecs].reshape(vecs, 4)
+    scalars = np.concatenate([row[:head], row[head + 4 * vecs :]])
+    return body, scalars
+
+
+def thread_vectors(body, threads: int):
+    """Vectors arranged (iteration, thread, 4), padded with -inf: thread t owns
+    vectors t, t + threads, ..."""
+    iters = max(1, -(-len(body) // threads))
+    padded = np.full((iters * threads, 4), NEG_INF, dtype=F32)
+    padded[: len(body)] = body
+    return padded.reshape(iters, threads, 4)
+
+
+def online_threads(body, scalars, threads: int):
+    """online_span(): each thread's running (max, sum) after online_add4 over
+    its vectors, then online_add1 over its scalars."""
+    m = np.full(threads, NEG_INF, dtype=F32)
+    s = np.zeros(threads, dtype=F32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for v in thread_vectors(body, threads):
+            m4 = v.max(axis=1) if not np.isnan(v).any() else np.fmax.reduce(v, axis=1)
+            new = m4 > m
+            s = np.where(new, s * exp_approx(m - m4), s).astype(F32)
+            m = np.where(new, m4, m).astype(F32)
+            base = exp_base(m)
+            s = (s + exp_approx(v - base[:, None]).sum(axis=1, dtype=F32)).astype(F32)
+        for k, value in enumerate(scalars):
+            t = k % threads
+            if value > m[t]:
+                s[t] *= exp_approx(m[t] - value)
+                m[t] = value
+            s[t] += exp_approx(value - exp_base(m[t]))
+    return m, s
+
+
+def block_merge(m, s):
+    return merge_all(list(zip(m, s)))
+
+
+def write(row, m, s):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return (exp_approx(row - m) * (F32(1) / s)).astype(F32)
+
+
+def three_pass(row, misalign=0, threads=64):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        m = np.fmax.reduce(row) if len(row) else NEG_INF  # fmaxf: NaN never wins
+        s = exp_approx(row - exp_base(m)).sum(dtype=F32)
+    return write(row, m, s)
+
+
+def two_pass(row, misalign=0, threads=64):
+    body, scalars = split(row, misalign)
+    m, s = block_merge(*online_threads(body, scalars, threads))
+    return write(row, m, s)
+
+
+def multi_block(row, misalign=0, threads=64, chunk_vecs=8):
+    body, scalars = split(row, misalign)
+    chunks = max(1, -(-len(body) // chunk_vecs))
+    partials = []
+    for c in range(chunks):
+        part = body[c * chunk_vecs : (c + 1) * chunk_vecs]
+        partials.append(block_merge(*online_threads(part, scalars if c == 0 else scalars[:0], threads)))
+    m, s = merge_all(partials)
+    return write(row, m, s)
+
+
+def single_read(row, misalign=0, threads=32, cluster=4):
+    """single_read.cu: slices per block, per-thread max then e in place, block
+    and cluster merges, y = e * e^(m_t - M) / S."""
+    body, scalars = split(row, misalign)
+    per_block = -(-len(body) // cluster)
+    head, vecs = row_span(len(row), misalign)
+    out = np.empty_like(row)
+    blocks = []
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for rank in range(cluster):
+            v0 = min(rank * per_block, len(body))
+            v = thread_vectors(body[v0 : v0 + per_block], threads)  # (iter, thread, 4)
+            sc = np.full(threads, NEG_INF, dtype=F32)
+            if rank == 0:
+                sc[: len(scalars)] = scalars
+            m = np.fmax(np.fmax.reduce(v, axis=(0, 2)), sc).astype(F32)
+            base = exp_base(m)
+            e = exp_approx(v - base[None, :, None])
+            e_sc = exp_approx(sc - base)
+            s = (e.sum(axis=(0, 2), dtype=F32) + e_sc).astype(F32)
+            blocks.append((rank, v0, m, e, e_sc, block_merge(m, s)))
+        total_m, total_s = merge_all([b[5] for b in blocks])
+        for rank, v0, m, e, e_sc, _ in blocks:
+            scale = (exp_approx(m - total_m) * (F32(1) / total_s)).astype(F32)
+            y = (e * scale[None, :, None]).reshape(-1, 4)
+            count = min(per_block, len(body) - v0)
+            out[head + 4 * v0 : head + 4 * (v0 + count)] = y[:count].reshape(-1) if count > 0 else []
+            if rank == 0 and len(scalars):
+                y_sc = e_sc * scale
+                tail_start = head + 4 * vecs
+                out[:head] = y_sc[:head]
+                out[tail_start:] = y_sc[head : len(scalars)]
+    return out
+
+
+ALGORITHMS = {"three_pass": three_pass, "two_pass": two_pass, "multi_block": multi_block, "single_read": single_read}

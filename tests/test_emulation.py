@@ -1,0 +1,73 @@
+"""The algorithms, emulated in NumPy float32 (tests/emulate.py), agree with the
+float64 reference, special values included.  No GPU needed."""
+
+import numpy as np
+import pytest
+
+from emulate import ALGORITHMS
+from softmax_lab.reference import relative_error, softmax_reference
+
+ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 31, 64, 129, 1000, 4099]
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+@pytest.mark.parametrize("n", ROW_LENGTHS)
+@pytest.mark.parametrize("misalign", [0, 1, 3])
+def test_random_rows(name, n, misalign):
+    rng = np.random.default_rng(n * 10 + misalign)
+    row = (rng.standard_normal(n) * 3).astype(np.float32)
+    out = ALGORITHMS[name](row, misalign)
+    assert relative_error(out, softmax_reference(row)) < 1e-6
+
+
+def _special_rows(n, rng):
+    base = rng.standard_normal(n).astype(np.float32)
+    rows = {}
+    r = base.copy(); r[rng.integers(n, size=max(1, n // 3))] = -np.inf; rows["some -inf"] = r
+    rows["all -inf"] = np.full(n, -np.inf, np.float32)
+    r = base.copy(); r[rng.integers(n)] = np.nan; rows["a NaN"] = r
+    r = base.copy(); r[rng.integers(n)] = np.inf; rows["a +inf"] = r
+    r = np.full(n, -np.inf, np.float32); r[-1] = 2.0; rows["-inf then one value"] = r
+    r = base.copy() - 200; rows["all near -200"] = r
+    r = base.copy(); r[: n // 2] = -np.inf; rows["leading -inf half"] = r
+    return rows
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+@pytest.mark.parametrize("n", [1, 5, 130, 1031])
+def test_special_values_match_reference(name, n):
+    rng = np.random.default_rng(n)
+    for label, row in _special_rows(n, rng).items():
+        for misalign in (0, 2):
+            out = ALGORITHMS[name](row, misalign)
+            with np.errstate(invalid="ignore"):
+                ref = softmax_reference(row)
+            assert relative_error(out, ref) < 1e-6, (label, misalign)
+
+
+def test_reference_special_values_follow_torch():
+    with np.errstate(invalid="ignore"):
+        ref = softmax_reference(np.array([[0, -np.inf], [-np.inf, -np.inf], [0, np.nan], [0, np.inf]], np.float32))
+    assert ref[0].tolist() == [1.0, 0.0]
+    assert np.isnan(ref[1:]).all()
+
+
+def test_relative_error_fails_on_wrong_nan_pattern():
+    ref = np.array([0.5, 0.5])
+    assert relative_error(np.array([0.5, np.nan], np.float32), ref) == float("inf")
+    assert relative_error(np.array([0.5, 0.5], np.float32), ref) == 0.0
+    assert relative_error(np.array([0.4, 0.6], np.float32), ref) > 0.1
+
+
+@pytest.mark.parametrize("chunk_vecs", [1, 2, 3, 50])
+def test_multi_block_any_number_of_chunks(chunk_vecs):
+    row = np.random.default_rng(chunk_vecs).standard_normal(403).astype(np.float32)
+    out = ALGORITHMS["multi_block"](row, 1, chunk_vecs=chunk_vecs)
+    assert relative_error(out, softmax_reference(row)) < 1e-6
+
+
+@pytest.mark.parametrize("cluster", [1, 2, 8, 16])
+def test_single_read_any_cluster(cluster):
+    row = np.random.default_rng(cluster).standard_normal(1027).astype(np.float32)
+    out = ALGORITHMS["single_read"](row, 3, cluster=cluster)
+    assert relative_error(out, softmax_reference(row)) < 1e-6
