@@ -40,6 +40,9 @@
 #ifndef SR_STAGES
 #define SR_STAGES 2
 #endif
+#ifndef SR_BLOCKS_PER_SM
+#define SR_BLOCKS_PER_SM 1  // register budget: 65536 / (SR_THREADS * SR_BLOCKS_PER_SM) per thread
+#endif
 
 #define SR_CAPACITY (SR_THREADS * SR_VPT)  // float4 vectors a block holds per row
 
@@ -128,7 +131,7 @@ __device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
     return (rank == 0 && k < scalar_count(s.r)) ? __ldcs(s.r.x + scalar_index(s.r, k)) : SOFTMAX_NEG_INF;
 }
 
-extern "C" __global__ void __launch_bounds__(SR_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #if SR_CLUSTER > 1
     __cluster_dims__(SR_CLUSTER, 1, 1)
 #endif

@@ -95,6 +95,7 @@ class ClusterConfig:
     threads: int
     vpt: int  # float4 vectors per thread (held in registers)
     stages: int  # shared-memory stages in the load ring
+    blocks_per_sm: int = 1  # blocks the register budget is sized for
 
     @property
     def capacity_floats(self) -> int:
@@ -106,7 +107,8 @@ class ClusterConfig:
         return self.stages * self.threads * self.vpt * 16
 
     def defines(self) -> dict[str, int]:
-        return {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages}
+        return {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages,
+                "SR_BLOCKS_PER_SM": self.blocks_per_sm}
 
 
 # The first configuration whose capacity holds the row is used.

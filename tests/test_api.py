@@ -112,7 +112,7 @@ def test_random_shapes_against_float64(name, record_property):
     dev = softmax_lab.device_info()
     rng = np.random.default_rng()
     v = softmax_lab.get_variant(name)
-    max_cols = min(600_000, int(v.max_cols(dev)))
+    max_cols = int(min(600_000, v.max_cols(dev)))
     worst, shapes = 0.0, 0
     while shapes < 200:
         rows, cols = _random_shape(rng, max_cols)
