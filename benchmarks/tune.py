@@ -47,12 +47,12 @@ def main():
     results = []
     C = V.ClusterConfig
     candidates = {
-        1024: [C(1, 32, 8, 2), C(1, 32, 8, 4), C(1, 64, 4, 4), C(1, 64, 4, 2)],
-        4096: [C(1, 128, 8, 2), C(1, 64, 16, 2), C(1, 128, 8, 3)],
+        1024: [C(1, 128, 2, 1, 16, True), C(1, 256, 1, 1, 8, True), C(1, 64, 4, 1, 16, True), C(1, 32, 8, 2)],
+        4096: [C(1, 256, 4, 1, 4, True), C(1, 512, 2, 1, 4, True), C(1, 128, 8, 1, 4, True), C(1, 128, 8, 3)],
         16384: [C(1, 512, 8, 2), C(1, 256, 16, 2), C(1, 512, 8, 3)],
         65536: [C(2, 1024, 8, 1), C(2, 512, 8, 2), C(2, 512, 16, 1), C(4, 256, 16, 1, 2), C(4, 512, 8, 1, 2)],
-        262144: [C(8, 1024, 8, 1), C(16, 256, 16, 1, 2), C(16, 512, 8, 1, 2), C(8, 512, 16, 1), C(16, 512, 8, 2)],
-        393216: [C(16, 384, 16, 2), C(16, 256, 24, 1, 2), C(16, 256, 24, 2), C(16, 512, 12, 2)],
+        262144: [C(8, 1024, 8, 1), C(8, 512, 16, 1)],
+        393216: [C(8, 512, 24, 1), C(16, 256, 24, 1, 2), C(16, 384, 16, 2)],
         1048576: [],
     }
     for cols in args.cols:
@@ -95,7 +95,7 @@ def main():
             record(f"{tag} g={g}", lambda c=cfg: V._run_single_read(p, dev, c))
             if cfg.cluster == 1 and cols == 16384:
                 record(f"{tag} g=112", lambda c=cfg: V._run_single_read(p, dev, c, groups=112))
-            if cfg.cluster >= 8:
+            if cfg.cluster >= 8 and cols == 393216:
                 for gg in sorted({g - 1, g + 1}):
                     if 0 < gg < g:
                         record(f"{tag} g={gg}", lambda c=cfg, gg=gg: V._run_single_read(p, dev, c, groups=gg))

@@ -40,6 +40,9 @@
 #ifndef SR_STAGES
 #define SR_STAGES 2
 #endif
+#ifndef SR_DIRECT
+#define SR_DIRECT 0  // 1: no shared-memory ring; threads load the next row into registers (short rows)
+#endif
 #ifndef SR_BLOCKS_PER_SM
 #define SR_BLOCKS_PER_SM 1  // register budget: 65536 / (SR_THREADS * SR_BLOCKS_PER_SM) per thread
 #endif
@@ -125,6 +128,20 @@ __device__ __forceinline__ Slice slice_of(const float* x, float* y, i64 row, i64
     return s;
 }
 
+__device__ __forceinline__ float4 neg_inf4() {
+    return make_float4(SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF);
+}
+
+// SR_DIRECT: this thread's vectors of a slice, straight from global memory.
+__device__ __forceinline__ void load_registers(float4 (&v)[SR_VPT], const Slice& s) {
+    const float4* src = body_in(s.r) + s.v0;
+#pragma unroll
+    for (int k = 0; k < SR_VPT; ++k) {
+        const i64 j = threadIdx.x + k * SR_THREADS;
+        v[k] = j < s.vecs ? __ldcs(src + j) : neg_inf4();
+    }
+}
+
 // The scalar (head or tail) element owned by this thread, or -inf.
 __device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
     const i64 k = threadIdx.x;
@@ -152,12 +169,18 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
     }
     cluster_sync();  // barriers initialised; every block of the cluster is running
 
+    float4 v[SR_VPT];
+#if SR_DIRECT
+    float4 ahead[SR_VPT];  // the next row, loaded while this one is reduced and written
+    if (my_rows > 0) load_registers(ahead, slice_of(x, y, cluster, n, ld_x, ld_y, rank));
+#else
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it) {
             const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
             load_slice(stages + it * SR_CAPACITY, body_in(s.r) + s.v0, s.vecs, &full[it]);
         }
     }
+#endif
     float scalar_next =
         my_rows > 0 ? load_scalar(slice_of(x, y, cluster, n, ld_x, ld_y, rank), rank) : SOFTMAX_NEG_INF;
 
@@ -166,14 +189,19 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
         float scalar = scalar_next;
 
+#if SR_DIRECT
+        (void)stage;
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) v[k] = ahead[k];
+        if (it + 1 < my_rows) load_registers(ahead, slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank));
+#else
         // 2. stage -> registers, then hand the stage back to the copy engine.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
         const float4* buf = stages + stage * SR_CAPACITY;
-        float4 v[SR_VPT];
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
-            v[k] = j < s.vecs ? buf[j] : make_float4(SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF);
+            v[k] = j < s.vecs ? buf[j] : neg_inf4();
         }
         __syncthreads();
         if (it + SR_STAGES < my_rows) {
@@ -183,6 +211,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
                 load_slice(stages + stage * SR_CAPACITY, body_in(next.r) + next.v0, next.vecs, &full[stage]);
             }
         }
+#endif
         if (it + 1 < my_rows) scalar_next = load_scalar(slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank), rank);
 
         // 3. per-thread max, exponentials in place, sum; block merge.

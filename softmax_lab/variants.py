@@ -96,6 +96,7 @@ class ClusterConfig:
     vpt: int  # float4 vectors per thread (held in registers)
     stages: int  # shared-memory stages in the load ring
     blocks_per_sm: int = 1  # blocks the register budget is sized for
+    direct: bool = False  # no shared-memory ring: the next row is loaded into registers
 
     @property
     def capacity_floats(self) -> int:
@@ -104,11 +105,11 @@ class ClusterConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * self.threads * self.vpt * 16
+        return 0 if self.direct else self.stages * self.threads * self.vpt * 16
 
     def defines(self) -> dict[str, int]:
         return {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages,
-                "SR_BLOCKS_PER_SM": self.blocks_per_sm}
+                "SR_BLOCKS_PER_SM": self.blocks_per_sm, "SR_DIRECT": int(self.direct)}
 
 
 # The first configuration whose capacity holds the row is used.
