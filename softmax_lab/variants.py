@@ -112,15 +112,17 @@ class ClusterConfig:
                 "SR_BLOCKS_PER_SM": self.blocks_per_sm, "SR_DIRECT": int(self.direct)}
 
 
-# The first configuration whose capacity holds the row is used.
+# The first configuration whose capacity holds the row is used.  Measured on
+# the H200 (notes/TUNING.md); columns: cluster, threads, float4 per thread,
+# stages, blocks per SM.
 SINGLE_READ_CONFIGS = (
-    ClusterConfig(1, 128, 2, 2),
-    ClusterConfig(1, 256, 4, 2),
-    ClusterConfig(2, 256, 8, 2),
-    ClusterConfig(4, 512, 8, 2),
-    ClusterConfig(8, 512, 12, 2),
-    ClusterConfig(16, 512, 12, 2),
-    ClusterConfig(16, 768, 9, 2),
+    ClusterConfig(1, 32, 8, 2),  # rows <= 1024
+    ClusterConfig(1, 128, 8, 3),  # <= 4096
+    ClusterConfig(1, 512, 8, 2),  # <= 16384
+    ClusterConfig(2, 512, 16, 1),  # <= 65536
+    ClusterConfig(8, 512, 16, 1),  # <= 262144
+    ClusterConfig(8, 512, 24, 1),  # <= 393216: 15 clusters of 8 resident on the H200
+    ClusterConfig(16, 768, 9, 2),  # <= 442368
 )
 _NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
 
@@ -162,7 +164,7 @@ def _run_single_read(p: Problem, dev: DeviceInfo, config: ClusterConfig | None =
 
 def _single_read_limit(dev: DeviceInfo) -> int:
     fitting = [c.capacity_floats for c in SINGLE_READ_CONFIGS if c.smem_bytes + 1024 <= dev.smem_optin_bytes]
-    return max(fitting, default=0) - 3  # a misaligned row start can cost one vector
+    return max(fitting, default=0)
 
 
 # --------------------------------------------------------------- the registry
@@ -252,15 +254,22 @@ def get_variant(name: str) -> Variant:
         raise ValueError(f"unknown variant {name!r}; known: 'auto', {', '.join(map(repr, _REGISTRY))}") from None
 
 
-def choose(rows: int, cols: int, dev: DeviceInfo) -> Variant:
-    """variant="auto": the fastest variant that can run this shape on this device.
+# variant="auto": (longest row, variants in order of preference).  Short rows
+# stay in L1/L2 between passes, so three_pass costs no more device-memory
+# traffic than one read there and has the least overhead; longer rows go to
+# single_read where the device has it, and to the two-read algorithms past
+# what a cluster can hold (split over blocks for very long rows).
+AUTO_RULES = (
+    (4096, ("three_pass",)),
+    (65536, ("single_read", "two_pass")),
+    (math.inf, ("single_read", "multi_block")),
+)
 
-    single_read where it fits (one read, one write); otherwise the two-read
-    online algorithm: one block per row when there are enough rows to fill
-    the device, else the row split over several blocks.
-    """
-    if _REGISTRY["single_read"].unsupported_reason(cols, dev) is None:
-        return _REGISTRY["single_read"]
-    if rows >= 4 * dev.sm_count:
-        return _REGISTRY["two_pass"]
-    return _REGISTRY["multi_block"]
+
+def choose(rows: int, cols: int, dev: DeviceInfo) -> Variant:
+    """variant="auto": the first variant of AUTO_RULES that can run this shape on this device."""
+    preferences = next(names for limit, names in AUTO_RULES if cols <= limit)
+    for name in preferences:
+        if _REGISTRY[name].unsupported_reason(cols, dev) is None:
+            return _REGISTRY[name]
+    raise AssertionError(f"AUTO_RULES has no variant for {cols} columns")  # the last of each rule runs anywhere
