@@ -77,9 +77,9 @@ __device__ __forceinline__ void load_slice(float4* stage, const float4* src, i64
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
                  : "memory");
     asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
             smem_addr(stage)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar))
+        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(l2_evict_last())
         : "memory");
 }
 
@@ -251,4 +251,49 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = scalar * scale;
     }
     cluster_sync();  // no block leaves while another may still read its pairs
+}
+
+// Rows of at most 32 * SR_WARP_VPT float4: one warp per row, the row in
+// registers, warp shuffles for the reductions (no shared memory, no block
+// barrier).  Launch: blocks of 32 threads, one per row (the block loops over
+// rows blockIdx.x + k * gridDim.x beyond the grid).
+#ifndef SR_WARP_VPT
+#define SR_WARP_VPT 8
+#endif
+
+extern "C" __global__ void __launch_bounds__(32, 16)
+    single_read_warp(const float* __restrict__ x, float* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
+    const unsigned lane = threadIdx.x;
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const RowSpan r = row_span(x + row * ld_x, y + row * ld_y, n);
+        const float4* in = body_in(r);
+        float4 v[SR_WARP_VPT];
+#pragma unroll
+        for (int k = 0; k < SR_WARP_VPT; ++k) {
+            const i64 j = lane + 32 * k;
+            v[k] = j < r.vecs ? __ldcs(in + j) : neg_inf4();
+        }
+        const bool owns_scalar = lane < scalar_count(r);
+        float scalar = owns_scalar ? r.x[scalar_index(r, lane)] : SOFTMAX_NEG_INF;
+        float m = scalar;
+#pragma unroll
+        for (int k = 0; k < SR_WARP_VPT; ++k) m = fmaxf(m, max4(v[k]));
+        m = warp_max(m);
+        const float base = exp_base(m);
+        float sum = exp_approx(scalar - base);
+        scalar = sum;
+#pragma unroll
+        for (int k = 0; k < SR_WARP_VPT; ++k) {
+            v[k] = scale4(v[k], base, 1.f);
+            sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+        }
+        // e^(base - m) is 1, or NaN-making inf when the whole row is -inf.
+        const float scale = exp_approx(base - m) / warp_sum(sum);
+#pragma unroll
+        for (int k = 0; k < SR_WARP_VPT; ++k) {
+            const i64 j = lane + 32 * k;
+            if (j < r.vecs) store4(r, j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale));
+        }
+        if (owns_scalar) r.y[scalar_index(r, lane)] = scalar * scale;
+    }
 }

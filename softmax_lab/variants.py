@@ -153,7 +153,16 @@ def resident_groups(config: ClusterConfig, kernel: cupy.RawKernel, dev: DeviceIn
     return max_active_clusters(kernel, config.cluster, config.threads, config.smem_bytes)
 
 
+# Rows of at most WARP_ROW_COLS elements: one warp per row (single_read_warp).
+WARP_ROW_VPT = 8
+WARP_ROW_COLS = 32 * WARP_ROW_VPT * 4
+
+
 def _run_single_read(p: Problem, dev: DeviceInfo, config: ClusterConfig | None = None, groups: int | None = None):
+    if config is None and p.cols <= WARP_ROW_COLS:
+        kernel = loader.get_kernel("single_read.cu", "single_read_warp", {"SR_WARP_VPT": WARP_ROW_VPT}, device_id=dev.id)
+        kernel((min(p.rows, 2**31 - 1),), (32,), (p.x, p.y, *p.scalars()))
+        return
     config = config or single_read_config(p.cols, dev)
     kernel = single_read_kernel(config, dev)
     groups = min(p.rows, groups or resident_groups(config, kernel, dev))
@@ -230,10 +239,11 @@ _ALL = (
     Variant(
         name="single_read",
         source="single_read.cu",
-        entries=("single_read",),
+        entries=("single_read", "single_read_warp"),
         reads=1, writes=1, min_compute_capability=90,
         summary="row held on chip across a thread-block cluster, combined through distributed shared memory",
-        launch_rule="persistent grid of resident clusters; configuration by row length from SINGLE_READ_CONFIGS",
+        launch_rule=(f"rows <= {WARP_ROW_COLS}: one warp per row; longer: a persistent grid of resident "
+                     "clusters, configuration by row length from SINGLE_READ_CONFIGS"),
         run=_run_single_read,
         max_cols=_single_read_limit,
     ),
@@ -254,12 +264,13 @@ def get_variant(name: str) -> Variant:
         raise ValueError(f"unknown variant {name!r}; known: 'auto', {', '.join(map(repr, _REGISTRY))}") from None
 
 
-# variant="auto": (longest row, variants in order of preference).  Short rows
-# stay in L1/L2 between passes, so three_pass costs no more device-memory
+# variant="auto": (longest row, variants in order of preference).  Rows up to
+# 1024 elements: a warp per row (single_read_warp).  Short rows stay in L1/L2 between passes, so three_pass costs no more device-memory
 # traffic than one read there and has the least overhead; longer rows go to
 # single_read where the device has it, and to the two-read algorithms past
 # what a cluster can hold (split over blocks for very long rows).
 AUTO_RULES = (
+    (WARP_ROW_COLS, ("single_read", "three_pass")),
     (4096, ("three_pass",)),
     (65536, ("single_read", "two_pass")),
     (math.inf, ("single_read", "multi_block")),

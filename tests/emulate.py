@@ -153,4 +153,19 @@ def single_read(row, misalign=0, threads=32, cluster=4):
     return out
 
 
-ALGORITHMS = {"three_pass": three_pass, "two_pass": two_pass, "multi_block": multi_block, "single_read": single_read}
+def single_read_warp(row, misalign=0):
+    """single_read_warp: max, e = e^(x - base) in place, y = e * e^(base - m) / sum."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        m = np.fmax.reduce(row) if len(row) else NEG_INF
+        base = exp_base(m)
+        e = exp_approx(row - base)
+        return (e * (exp_approx(base - m) / e.sum(dtype=F32))).astype(F32)
+
+
+ALGORITHMS = {
+    "three_pass": three_pass,
+    "two_pass": two_pass,
+    "multi_block": multi_block,
+    "single_read": single_read,
+    "single_read_warp": single_read_warp,
+}

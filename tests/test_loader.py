@@ -6,20 +6,21 @@ import re
 import pytest
 
 from softmax_lab import loader, variants
-from softmax_lab.variants import SINGLE_READ_CONFIGS
+from softmax_lab.variants import SINGLE_READ_CONFIGS, WARP_ROW_VPT
 
 PLAIN_SOURCES = sorted({v.source for v in variants().values() if v.min_compute_capability < 90} | {"copy.cu"})
 
 
-def _builds():
+def _builds():  # noqa: C901
     for source in PLAIN_SOURCES:
         for arch in ("sm_80", "sm_90"):
             yield pytest.param(source, arch, None, id=f"{source}-{arch}")
+    yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": WARP_ROW_VPT}, id="single_read_warp")
     for c in SINGLE_READ_CONFIGS:
         yield pytest.param("single_read.cu", "sm_90", c.defines(), id=f"single_read-{c.cluster}x{c.threads}x{c.vpt}x{c.stages}")
 
 
-@pytest.mark.parametrize("source, arch, defines", _builds())
+@pytest.mark.parametrize("source, arch, defines", list(_builds()))
 def test_compiles_without_spills(source, arch, defines):
     if not (loader.kernel_dir() / source).is_file():
         pytest.skip(f"{source} not present")

@@ -49,7 +49,9 @@ def test_single_read_configs_hold_their_rows_and_fit_the_device():
 
 
 @pytest.mark.parametrize("cols, on_h200, on_a100", [
-    (1, "three_pass", "three_pass"),
+    (1, "single_read", "three_pass"),
+    (1024, "single_read", "three_pass"),
+    (1025, "three_pass", "three_pass"),
     (4096, "three_pass", "three_pass"),
     (4097, "single_read", "two_pass"),
     (393216, "single_read", "multi_block"),
