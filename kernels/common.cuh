@@ -163,21 +163,26 @@ __device__ __forceinline__ i64 scalar_index(const RowSpan& r, i64 k) {
 __device__ __forceinline__ i64 scalar_count(const RowSpan& r) { return r.n - 4 * r.vecs; }
 
 // An L2 cache policy that keeps lines over evict-normal ones.  Measured on the
-// H200 (notes/TUNING.md): the output stores and single_read's input copies
-// tagged evict-last ran the headline 4-6 % faster than plain or evict-first
-// (.cs) accesses.
+// H200 (notes/TUNING.md): single_read's output stores and input copies tagged
+// evict-last ran the headline 4-6 % faster than plain or evict-first (.cs)
+// accesses; the multi-pass kernels, whose later passes re-read x from L2, are
+// faster with evict-first (.cs) output stores.
 __device__ __forceinline__ unsigned long long l2_evict_last() {
     unsigned long long policy;
     asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
     return policy;
 }
 
+template <bool EVICT_LAST = false>
 __device__ __forceinline__ void store4(const RowSpan& r, i64 v, float4 val) {
     float* p = r.y + r.head + 4 * v;
     if (r.y_vec) {
-        asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(val.x), "f"(val.y),
-                     "f"(val.z), "f"(val.w), "l"(l2_evict_last())
-                     : "memory");
+        if (EVICT_LAST)
+            asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(val.x),
+                         "f"(val.y), "f"(val.z), "f"(val.w), "l"(l2_evict_last())
+                         : "memory");
+        else
+            __stcs(reinterpret_cast<float4*>(p), val);
     } else {
         p[0] = val.x;
         p[1] = val.y;

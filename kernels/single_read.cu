@@ -16,7 +16,8 @@
 //      cluster barrier every thread reads the SR_CLUSTER pairs through
 //      distributed shared memory and merges them in a fixed order (the same
 //      in every block, so every block gets bitwise the same (M, S));
-//   5. y = e * e^(m_t - M) / S, stored with 16-byte streaming stores.
+//   5. y = e * e^(m_t - M) / S, stored with 16-byte stores.  Loads and stores
+//      carry an L2 evict-last policy (measured faster, notes/TUNING.md).
 //
 // Traffic: 1 read + 1 write = 8 bytes per fp32 element.
 // Launch (persistent): 1-D grid of G * SR_CLUSTER blocks of SR_THREADS
@@ -39,9 +40,6 @@
 #endif
 #ifndef SR_STAGES
 #define SR_STAGES 2
-#endif
-#ifndef SR_DIRECT
-#define SR_DIRECT 0  // 1: no shared-memory ring; threads load the next row into registers (short rows)
 #endif
 #ifndef SR_BLOCKS_PER_SM
 #define SR_BLOCKS_PER_SM 1  // register budget: 65536 / (SR_THREADS * SR_BLOCKS_PER_SM) per thread
@@ -132,16 +130,6 @@ __device__ __forceinline__ float4 neg_inf4() {
     return make_float4(SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF);
 }
 
-// SR_DIRECT: this thread's vectors of a slice, straight from global memory.
-__device__ __forceinline__ void load_registers(float4 (&v)[SR_VPT], const Slice& s) {
-    const float4* src = body_in(s.r) + s.v0;
-#pragma unroll
-    for (int k = 0; k < SR_VPT; ++k) {
-        const i64 j = threadIdx.x + k * SR_THREADS;
-        v[k] = j < s.vecs ? __ldcs(src + j) : neg_inf4();
-    }
-}
-
 // The scalar (head or tail) element owned by this thread, or -inf.
 __device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
     const i64 k = threadIdx.x;
@@ -170,17 +158,12 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
     cluster_sync();  // barriers initialised; every block of the cluster is running
 
     float4 v[SR_VPT];
-#if SR_DIRECT
-    float4 ahead[SR_VPT];  // the next row, loaded while this one is reduced and written
-    if (my_rows > 0) load_registers(ahead, slice_of(x, y, cluster, n, ld_x, ld_y, rank));
-#else
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it) {
             const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
             load_slice(stages + it * SR_CAPACITY, body_in(s.r) + s.v0, s.vecs, &full[it]);
         }
     }
-#endif
     float scalar_next =
         my_rows > 0 ? load_scalar(slice_of(x, y, cluster, n, ld_x, ld_y, rank), rank) : SOFTMAX_NEG_INF;
 
@@ -189,12 +172,6 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
         float scalar = scalar_next;
 
-#if SR_DIRECT
-        (void)stage;
-#pragma unroll
-        for (int k = 0; k < SR_VPT; ++k) v[k] = ahead[k];
-        if (it + 1 < my_rows) load_registers(ahead, slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank));
-#else
         // 2. stage -> registers, then hand the stage back to the copy engine.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
         const float4* buf = stages + stage * SR_CAPACITY;
@@ -211,7 +188,6 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
                 load_slice(stages + stage * SR_CAPACITY, body_in(next.r) + next.v0, next.vecs, &full[stage]);
             }
         }
-#endif
         if (it + 1 < my_rows) scalar_next = load_scalar(slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank), rank);
 
         // 3. per-thread max, exponentials in place, sum; block merge.
@@ -246,7 +222,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
             if (j < s.vecs)
-                store4(s.r, s.v0 + j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale));
+                store4<true>(s.r, s.v0 + j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale));
         }
         if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = scalar * scale;
     }
@@ -292,7 +268,7 @@ extern "C" __global__ void __launch_bounds__(32, 16)
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = lane + 32 * k;
-            if (j < r.vecs) store4(r, j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale));
+            if (j < r.vecs) store4<true>(r, j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale));
         }
         if (owns_scalar) r.y[scalar_index(r, lane)] = scalar * scale;
     }

@@ -96,7 +96,6 @@ class ClusterConfig:
     vpt: int  # float4 vectors per thread (held in registers)
     stages: int  # shared-memory stages in the load ring
     blocks_per_sm: int = 1  # blocks the register budget is sized for
-    direct: bool = False  # no shared-memory ring: the next row is loaded into registers
 
     @property
     def capacity_floats(self) -> int:
@@ -105,21 +104,20 @@ class ClusterConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return 0 if self.direct else self.stages * self.threads * self.vpt * 16
+        return self.stages * self.threads * self.vpt * 16
 
     def defines(self) -> dict[str, int]:
         return {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages,
-                "SR_BLOCKS_PER_SM": self.blocks_per_sm, "SR_DIRECT": int(self.direct)}
+                "SR_BLOCKS_PER_SM": self.blocks_per_sm}
 
 
 # The first configuration whose capacity holds the row is used.  Measured on
 # the H200 (notes/TUNING.md); columns: cluster, threads, float4 per thread,
 # stages, blocks per SM.
 SINGLE_READ_CONFIGS = (
-    ClusterConfig(1, 32, 8, 2),  # rows <= 1024
-    ClusterConfig(1, 128, 8, 3),  # <= 4096
-    ClusterConfig(1, 512, 8, 2),  # <= 16384
-    ClusterConfig(2, 512, 16, 1),  # <= 65536
+    ClusterConfig(1, 128, 8, 3),  # rows <= 4096 (rows <= 1024 go to single_read_warp)
+    ClusterConfig(1, 256, 16, 2),  # <= 16384
+    ClusterConfig(2, 1024, 8, 1),  # <= 65536
     ClusterConfig(8, 512, 16, 1),  # <= 262144
     ClusterConfig(8, 512, 24, 1),  # <= 393216: 15 clusters of 8 resident on the H200
     ClusterConfig(16, 768, 9, 2),  # <= 442368
