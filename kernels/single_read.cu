@@ -231,8 +231,17 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 
 // Rows of at most 32 * SR_WARP_VPT float4: one warp per row, the row in
 // registers, warp shuffles for the reductions (no shared memory, no block
-// barrier).  Launch: blocks of 32 threads, one per row (the block loops over
-// rows blockIdx.x + k * gridDim.x beyond the grid).
+// barrier); loads and stores with the evict-last policy, as above.  Launch:
+// blocks of 32 threads, one per row (the block loops over rows blockIdx.x +
+// k * gridDim.x beyond the grid).
+__device__ __forceinline__ float4 load4_evict_last(const float4* p) {
+    float4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p), "l"(l2_evict_last()));
+    return v;
+}
+
 #ifndef SR_WARP_VPT
 #define SR_WARP_VPT 8
 #endif
@@ -247,7 +256,7 @@ extern "C" __global__ void __launch_bounds__(32, 16)
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = lane + 32 * k;
-            v[k] = j < r.vecs ? __ldcs(in + j) : neg_inf4();
+            v[k] = j < r.vecs ? load4_evict_last(in + j) : neg_inf4();
         }
         const bool owns_scalar = lane < scalar_count(r);
         float scalar = owns_scalar ? r.x[scalar_index(r, lane)] : SOFTMAX_NEG_INF;
