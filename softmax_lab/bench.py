@@ -40,7 +40,7 @@ except ImportError:  # the progress bar is a nicety: an offline GPU machine may 
 from . import loader
 from .device import NoDeviceError, device_info, require_device
 from .reference import relative_error, softmax_reference
-from .variants import get_variant
+from .variants import choose, get_variant
 from .variants import variants as registered_variants
 
 SCHEMA = "softmax-lab-results/1"
@@ -88,7 +88,16 @@ OTHERS = (
 def candidates() -> tuple[Candidate, ...]:
     """Every candidate: the registered variants (their own names and traffic), then OTHERS."""
     own = tuple(Candidate(v.name, "variant", v.reads, v.writes, v.summary) for v in registered_variants().values())
-    return own + OTHERS
+    return own + (AUTO,) + OTHERS
+
+
+# variant="auto": its traffic is that of the variant it picks for the shape (auto_candidate).
+AUTO = Candidate("auto", "variant", 0, 0, "softmax_lab.softmax(variant='auto')")
+
+
+def auto_candidate(rows: int, cols: int, dev) -> Candidate:
+    v = choose(rows, cols, dev)
+    return Candidate("auto", "variant", v.reads, v.writes, f"variant='auto' picks {v.name}: {v.summary}")
 
 
 def select(names=None) -> tuple[Candidate, ...]:
@@ -302,6 +311,7 @@ def _measure(rows, cols, chosen, dev, torch, torch_reason, repeats, warmup, seed
         x_rows = x[idx]
         refs = {"softmax": softmax_reference(x_rows), "copy": x_rows.astype(cupy.float64)}
         for c in chosen:
+            c = auto_candidate(rows, cols, dev) if c is AUTO else c
             bar.set_postfix_str(f"{rows}x{cols} {c.name}")
             records.append(_candidate(c, x, y, idx, refs, dev, stream, torch, torch_reason, repeats, warmup))
             _release(torch)
@@ -315,7 +325,7 @@ def _measure(rows, cols, chosen, dev, torch, torch_reason, repeats, warmup, seed
 def _candidate(c, x, y, idx, refs, dev, stream, torch, torch_reason, repeats, warmup) -> dict:
     rows, cols = x.shape
     reason = torch_reason if c.name.startswith("torch.") else None
-    if c.kind == "variant":
+    if c.kind == "variant" and c.name != AUTO.name:
         reason = get_variant(c.name).unsupported_reason(cols, dev)
     if reason:
         return record(c, rows, cols, status="skipped", reason=reason)

@@ -11,7 +11,7 @@ from softmax_lab import bench
 DEVICE = {"name": "Synthetic H200", "compute_capability": 90, "sm_count": 132, "l2_bytes": 60 * 2**20}
 VERSIONS = {"driver": 12080, "runtime": 12090, "python": "3.11", "cupy": "14.2.0", "numpy": "2.4.6",
             "torch": None, "softmax_lab": None}
-GBPS = {"copy.memcpy": 4300, "copy.elementwise": 4100, "copy.float4": 4400, "single_read": 4000,
+GBPS = {"auto": 4000, "copy.memcpy": 4300, "copy.elementwise": 4100, "copy.float4": 4400, "single_read": 4000,
         "two_pass": 3900, "multi_block": 3800, "three_pass": 3700, "cupyx.softmax": 2500}
 
 
@@ -19,6 +19,8 @@ def run(rows: int, cols: int, repeats: int = 20, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     records = []
     for c in bench.candidates():
+        if c is bench.AUTO:  # as bench does for a device that picks single_read
+            c = bench.Candidate("auto", "variant", 1, 1, "variant='auto' picks single_read")
         if c.name.startswith("torch."):
             records.append(bench.record(c, rows, cols, status="skipped", reason="torch is not importable"))
         elif c.name == "single_read" and cols > 458_000:

@@ -151,3 +151,14 @@ def test_variant_checks_on_the_gpu():
     checks = bench.check_variants(bench.special_rows(4099))
     for name, err in checks.items():
         assert isinstance(err, str) or err <= bench.TOLERANCE, name
+
+
+def test_auto_candidate_takes_the_traffic_of_the_variant_it_picks():
+    from softmax_lab.device import DeviceInfo
+
+    h200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
+    assert bench.AUTO in bench.candidates()
+    c = bench.auto_candidate(*bench.HEADLINE, h200)
+    assert (c.name, c.kind, c.reads, c.writes) == ("auto", "variant", 1, 1) and "single_read" in c.model
+    long_rows = bench.auto_candidate(256, 1 << 22, h200)
+    assert (long_rows.reads, long_rows.writes) == (2, 1) and "multi_block" in long_rows.model
