@@ -27,7 +27,8 @@ def _color(name: str):
 
     order = [c.name for c in candidates()]
     i = order.index(name) if name in order else len(order)
-    return matplotlib.colormaps["tab10"](i % 10)
+    palette = matplotlib.colormaps["tab20"]  # more colors than candidates: none shared
+    return palette((2 * i) % 20 + (2 * i) // 20)
 
 
 def _figure(width: float, height: float) -> Figure:
