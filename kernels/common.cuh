@@ -92,37 +92,30 @@ __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
     return v;
 }
 
-// Block-wide reductions for blockDim.x a multiple of 32 (at most 1024).
-// `scratch` holds 32 entries; the call begins with a barrier so that the
-// scratch of a previous reduction may be reused at once.
-__device__ __forceinline__ float block_max(float v, float* scratch) {
+// Block-wide reductions for blockDim.x a multiple of 32 (at most 1024):
+// reduce each warp, then the warps' results.  `scratch` holds 32 entries; the
+// call begins with a barrier so that a previous reduction's scratch may be
+// reused at once.
+template <typename T, T (*WARP_REDUCE)(T)>
+__device__ __forceinline__ T block_reduce(T v, T* scratch, T identity) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = warp_max(v);
+    v = WARP_REDUCE(v);
     __syncthreads();
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
-    v = lane < warps ? scratch[lane] : SOFTMAX_NEG_INF;
-    return warp_max(v);
+    return WARP_REDUCE(lane < warps ? scratch[lane] : identity);
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+    return block_reduce<float, warp_max>(v, scratch, SOFTMAX_NEG_INF);
 }
 
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < warps ? scratch[lane] : 0.f;
-    return warp_sum(v);
+    return block_reduce<float, warp_sum>(v, scratch, 0.f);
 }
 
 __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* scratch) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = warp_merge(v);
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < warps ? scratch[lane] : MaxSum{SOFTMAX_NEG_INF, 0.f};
-    return warp_merge(v);
+    return block_reduce<MaxSum, warp_merge>(v, scratch, MaxSum{SOFTMAX_NEG_INF, 0.f});
 }
 
 // ------------------------------------------------------------- row layout
