@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import types
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import cupy
 import numpy as np
@@ -36,10 +36,6 @@ class Problem:
 
     def scalars(self):
         return (np.int64(self.rows), np.int64(self.cols), np.int64(self.ld_x), np.int64(self.ld_y))
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 # ------------------------------------------------------------ one block per row
@@ -70,7 +66,7 @@ def _run_multi_block(p: Problem, dev: DeviceInfo, chunk_vecs: int | None = None,
     chunk_vecs = chunk_vecs or MULTI_BLOCK_CHUNK_VECS
     threads = threads or MULTI_BLOCK_THREADS
     chunks = max(1, -(-(p.cols // 4) // chunk_vecs))
-    get = lambda entry: loader.get_kernel("multi_block.cu", entry, device_id=dev.id)  # noqa: E731
+    get = lambda entry: loader.get_kernel("multi_block.cu", entry, device_id=dev.id)
     # Per-launch scratch (a (max, sum) pair per chunk and per row): concurrent
     # launches on different streams share nothing.
     partials = cupy.empty((p.rows * chunks, 2), dtype=cupy.float32)

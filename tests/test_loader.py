@@ -11,7 +11,7 @@ from softmax_lab.variants import SINGLE_READ_CONFIGS, WARP_ROW_VPT
 PLAIN_SOURCES = sorted({v.source for v in variants().values() if v.min_compute_capability < 90} | {"copy.cu"})
 
 
-def _builds():  # noqa: C901
+def _builds():
     for source in PLAIN_SOURCES:
         for arch in ("sm_80", "sm_90"):
             yield pytest.param(source, arch, None, id=f"{source}-{arch}")
