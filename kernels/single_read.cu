@@ -157,7 +157,6 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
     }
     cluster_sync();  // barriers initialised; every block of the cluster is running
 
-    float4 v[SR_VPT];
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it) {
             const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
@@ -175,6 +174,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // 2. stage -> registers, then hand the stage back to the copy engine.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
         const float4* buf = stages + stage * SR_CAPACITY;
+        float4 v[SR_VPT];
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
@@ -229,11 +229,6 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
     cluster_sync();  // no block leaves while another may still read its pairs
 }
 
-// Rows of at most 32 * SR_WARP_VPT float4: one warp per row, the row in
-// registers, warp shuffles for the reductions (no shared memory, no block
-// barrier); loads and stores with the evict-last policy, as above.  Launch:
-// blocks of 32 threads, one per row (the block loops over rows blockIdx.x +
-// k * gridDim.x beyond the grid).
 __device__ __forceinline__ float4 load4_evict_last(const float4* p) {
     float4 v;
     asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
@@ -242,6 +237,11 @@ __device__ __forceinline__ float4 load4_evict_last(const float4* p) {
     return v;
 }
 
+// Rows of at most 32 * SR_WARP_VPT float4: one warp per row, the row in
+// registers, warp shuffles for the reductions (no shared memory, no block
+// barrier); loads and stores with the evict-last policy, as above.  Launch:
+// blocks of 32 threads, one per row (the block loops over rows blockIdx.x +
+// k * gridDim.x beyond the grid).
 #ifndef SR_WARP_VPT
 #define SR_WARP_VPT 8
 #endif

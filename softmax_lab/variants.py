@@ -258,11 +258,12 @@ def get_variant(name: str) -> Variant:
         raise ValueError(f"unknown variant {name!r}; known: 'auto', {', '.join(map(repr, _REGISTRY))}") from None
 
 
-# variant="auto": (longest row, variants in order of preference).  Rows up to
-# 1024 elements: a warp per row (single_read_warp).  Short rows stay in L1/L2 between passes, so three_pass costs no more device-memory
-# traffic than one read there and has the least overhead; longer rows go to
-# single_read where the device has it, and to the two-read algorithms past
-# what a cluster can hold (split over blocks for very long rows).
+# variant="auto": (longest row, variants in order of preference).  Rows of
+# up to 1024 elements: a warp per row (single_read_warp).  Rows up to 4096
+# stay in L1/L2 between passes, so three_pass moves no more device memory than
+# one read there and has the least overhead.  Longer rows go to single_read
+# where the device has it, and past what a cluster holds to the two-read
+# algorithms (split over blocks for very long rows).
 AUTO_RULES = (
     (WARP_ROW_COLS, ("single_read", "three_pass")),
     (4096, ("three_pass",)),
