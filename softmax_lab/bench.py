@@ -138,7 +138,9 @@ def _check_reason(check: dict) -> str:
 
 # ------------------------------------------------------------ on the GPU
 def gpu_reason() -> str | None:
-    """None when the benchmark can run here; else why not."""
+    """None when the benchmark can run here; else why not, said plainly."""
+    if driver_version() == 0:
+        return "no NVIDIA driver is installed or loaded on this machine, so there is no GPU to run on"
     try:
         require_device()
     except NoDeviceError as e:
@@ -259,15 +261,22 @@ def _fit_rows(rows: int, cols: int) -> int:
     return rows
 
 
-def versions(torch=None) -> dict:
+def driver_version() -> int:
+    """The CUDA version the driver supports (e.g. 13000); 0 when there is no driver."""
     import cupy
 
     rt = cupy.cuda.runtime
     try:
-        driver = rt.driverGetVersion()
+        return rt.driverGetVersion()
     except rt.CUDARuntimeError:
-        driver = 0
-    return {"driver": records.cuda_version(driver), "runtime": records.cuda_version(rt.runtimeGetVersion()),
+        return 0
+
+
+def versions(torch=None) -> dict:
+    import cupy
+
+    rt = cupy.cuda.runtime
+    return {"driver": records.cuda_version(driver_version()), "runtime": records.cuda_version(rt.runtimeGetVersion()),
             "python": platform.python_version(), "cupy": cupy.__version__, "numpy": np.__version__,
             "torch": torch.__version__ if torch is not None else None, "quack": dist_version("quack-kernels"),
             "softmax_lab": dist_version("softmax-lab")}

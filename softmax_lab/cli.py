@@ -23,7 +23,7 @@ from pathlib import Path
 from . import bench, records, report
 from . import candidates as cat
 from . import profile as prof
-from .device import NoDeviceError, device_info, require_device
+from .device import device_info, require_device
 
 RECORDED_HINT = "softmax-lab plot results/*.json"
 
@@ -150,20 +150,9 @@ def _names(text: str) -> list[str]:
     return names
 
 
-def no_device_reason() -> str | None:
-    """None if a CUDA device is usable; else why not, said plainly."""
-    if _driver_version() == 0:
-        return "no NVIDIA driver is installed or loaded on this machine, so there is no GPU to run on"
-    try:
-        require_device()
-    except NoDeviceError as e:
-        return " ".join(str(e).split())
-    return None
-
-
 def _no_device(command: str) -> int | None:
     """None if there is a device; else prints one line saying why and what to do instead."""
-    reason = no_device_reason()
+    reason = bench.gpu_reason()
     if reason is None:
         return None
     print(f"softmax-lab {command}: {reason}. To look at recorded results instead: {RECORDED_HINT}", file=sys.stderr)
@@ -204,34 +193,9 @@ def _profile(args) -> int:
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
-        print(format_profile(doc))
+        print(prof.format_profile(doc))
         print(f"\nresults: {saved}" if saved else "\n(results not saved: pass --output PATH)")
     return 0
-
-
-def format_profile(doc: dict) -> str:
-    lines = [f"profile on {doc['device']['name']}, {doc['created']} ({doc['method']['tool']})"]
-    for run in doc["runs"]:
-        rows, cols = run["shape"]
-        lines += ["", f"{rows} x {cols} float32, {run['data_bytes'] / 1e9:.2f} GB per tensor",
-                  f"{'candidate':<18} {'model r+w':>9} {'measured r+w':>13} {'L2 hit':>7} {'DRAM %':>7} "
-                  f"{'regs':>5} {'occ %':>6} {'ms':>8}  kernels"]
-        for r in run["candidates"]:
-            m, p = r["measured"], r["measured_passes"]
-            model = f"{r['model']['reads']}+{r['model']['writes']}"
-            if m is None:
-                lines.append(f"{r['name']:<18} {model:>9} {r['status'].upper()}: {r['reason']}")
-                continue
-            got = f"{p['reads']:.2f}+{p['writes']:.2f}" if p else "-"
-            lines.append(f"{r['name']:<18} {model:>9} {got:>13} {_pct(m['l2_hit_rate_pct']):>7} "
-                         f"{_pct(m['dram_throughput_pct']):>7} {m['registers_per_thread'] or '-':>5} "
-                         f"{_pct(m['occupancy_pct']):>6} {m['duration_ms'] or 0:>8.3f}  "
-                         f"{m['launches_per_call']:g} x {', '.join(m['kernels'])[:60]}")
-    return "\n".join(lines)
-
-
-def _pct(v) -> str:
-    return f"{v:.1f}" if v is not None else "-"
 
 
 def _command() -> str:
@@ -306,10 +270,10 @@ def _info(args) -> int:
     print(f"softmax-lab {version()}, CuPy {cupy.__version__}, "
           f"NumPy {numpy.__version__}, torch {bench.dist_version('torch') or 'not installed'}, "
           f"quack {bench.dist_version('quack-kernels') or 'not installed'}")
-    driver = records.cuda_version(_driver_version())
+    driver = records.cuda_version(bench.driver_version())
     print(f"CUDA runtime {records.cuda_version(rt.runtimeGetVersion())}, NVRTC {major}.{minor}, "
           f"driver {'supports CUDA ' + driver if driver else 'none: no NVIDIA driver is installed here'}")
-    reason = no_device_reason()
+    reason = bench.gpu_reason()
     dev = None
     if reason:
         print(f"device: none ({reason})")
@@ -346,17 +310,6 @@ def _info(args) -> int:
             print(f"  ok     {label} ({len(cubin) / 1024:.0f} KiB cubin)")
     print(f"\n{len(builds) - failures} of {len(builds)} builds compiled")
     return 1 if failures else 0
-
-
-def _driver_version() -> int:
-    """The CUDA version the driver supports (e.g. 13000), 0 when there is no driver."""
-    import cupy
-
-    rt = cupy.cuda.runtime
-    try:
-        return rt.driverGetVersion()
-    except rt.CUDARuntimeError:
-        return 0
 
 
 def version() -> str:

@@ -223,6 +223,51 @@ def load(path) -> dict:
     return records.read_json(path, (SCHEMA,))
 
 
+# ------------------------------------------------------------ tables
+def format_profile(doc: dict) -> str:
+    """Per shape and candidate: the model's passes, the measured ones, L2 hit rate,
+    DRAM throughput, registers, occupancy, time and kernels (or why none)."""
+    lines = [f"profile on {doc['device']['name']}, {doc['created']} ({doc['method']['tool']})"]
+    for run in doc["runs"]:
+        rows, cols = run["shape"]
+        lines += ["", f"{rows} x {cols} float32, {run['data_bytes'] / 1e9:.2f} GB per tensor",
+                  f"{'candidate':<18} {'model r+w':>9} {'measured r+w':>13} {'L2 hit':>7} {'DRAM %':>7} "
+                  f"{'regs':>5} {'occ %':>6} {'ms':>8}  kernels"]
+        for r in run["candidates"]:
+            m, p = r["measured"], r["measured_passes"]
+            model = f"{r['model']['reads']}+{r['model']['writes']}"
+            if m is None:
+                lines.append(f"{r['name']:<18} {model:>9} {r['status'].upper()}: {r['reason']}")
+                continue
+            got = f"{p['reads']:.2f}+{p['writes']:.2f}" if p else "-"
+            lines.append(f"{r['name']:<18} {model:>9} {got:>13} {_pct(m['l2_hit_rate_pct']):>7} "
+                         f"{_pct(m['dram_throughput_pct']):>7} {m['registers_per_thread'] or '-':>5} "
+                         f"{_pct(m['occupancy_pct']):>6} {m['duration_ms'] or 0:>8.3f}  "
+                         f"{m['launches_per_call']:g} x {', '.join(m['kernels'])[:60]}")
+    return "\n".join(lines)
+
+
+def _pct(v) -> str:
+    return f"{v:.1f}" if v is not None else "-"
+
+
+def format_passes(doc: dict) -> str:
+    """Reads and writes per candidate and shape, measured / model, in passes over the tensor."""
+    runs = doc["runs"]
+    names = list(dict.fromkeys(r["name"] for run in runs for r in run["candidates"]))
+    lines = ["measured / model passes over the tensor (reads, then writes); '-': not measured",
+             f"{'candidate':<18}" + "".join(f"{str(run['shape'][1]) + ' cols':>22}" for run in runs)]
+    for name in names:
+        cells = []
+        for run in runs:
+            r = next((r for r in run["candidates"] if r["name"] == name), None)
+            p = r and r["measured_passes"]
+            cells.append(f"{p['reads']:.2f}/{r['model']['reads']}r {p['writes']:.2f}/{r['model']['writes']}w"
+                         if p else "-")
+        lines.append(f"{name:<18}" + "".join(f"{c:>22}" for c in cells))
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------ the child
 def child(name: str, rows: int, cols: int, calls: int, result: Path) -> int:
     """Runs one candidate `calls` times inside a profiler range; writes {"status",

@@ -17,7 +17,7 @@ import synthetic
 import test_plots
 
 import softmax_lab
-from softmax_lab import bench, cli
+from softmax_lab import bench, cli, profile
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_GPU = bench.gpu_reason() is None
@@ -152,7 +152,7 @@ def test_the_recorded_command_reads_as_typed(monkeypatch):
 def test_the_profile_table_names_every_candidate():
     doc = test_plots.profile_doc()
     doc["runs"][0]["candidates"][5].update(status="skipped", reason="no kernel", measured=None, measured_passes=None)
-    text = cli.format_profile(doc)
+    text = profile.format_profile(doc)
     for r in doc["runs"][0]["candidates"]:
         assert r["name"] in text
     assert "SKIPPED: no kernel" in text and "1.00+1.00" in text

@@ -132,3 +132,16 @@ def test_profile_two_variants_on_the_gpu():
     recs = {r["name"]: r for r in doc["runs"][0]["candidates"]}
     assert recs["multi_block"]["status"] == "ok" and recs["multi_block"]["measured"]["launches_per_call"] == 3
     assert recs["two_pass"]["measured_passes"]["writes"] == pytest.approx(1, rel=0.1)
+
+
+def test_the_passes_table_sets_measured_beside_model_per_row_length():
+    rows, cols = 1024, 262144
+    mb = next(c for c in cat.candidates() if c.name == "multi_block")
+    m = profile.summarize(profile.parse_csv(details_csv()), calls=2)
+    doc = document([{"shape": [rows, cols], "dtype": "float32", "data_bytes": rows * cols * 4,
+                     "candidates": [profile.candidate_record(mb, rows, cols, "ok", None, m),
+                                    profile.candidate_record(cat.COPIES[0], rows, cols, "skipped", "no kernel")]}])
+    text = profile.format_passes(doc)
+    assert "262144 cols" in text
+    assert "multi_block" in text and "2.00/2r 1.00/1w" in text
+    assert text.splitlines()[-1].split() == ["copy.memcpy", "-"]
