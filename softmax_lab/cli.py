@@ -72,9 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("profile", formatter_class=fmt,
                         help="measured DRAM traffic per candidate with Nsight Compute (ncu), beside the model")
     pr.add_argument("--shape", type=_shape, action="append", metavar="ROWSxCOLS",
-                    help=f"a shape to profile (repeatable); default {bench.HEADLINE[0]}x{bench.HEADLINE[1]}")
+                    help=f"a shape to profile (repeatable); default {bench.HEADLINE[0]}x{bench.HEADLINE[1]} "
+                         "unless --sweep")
     pr.add_argument("--sweep", action="store_true",
-                    help="profile the row lengths " + ", ".join(map(str, prof.SWEEP_COLS)) + " (1 GiB tensors) too")
+                    help="profile the row lengths " + ", ".join(map(str, prof.SWEEP_COLS)) +
+                         " (1 GiB tensors), besides any --shape given (default: off, the headline shape only)")
     pr.add_argument("--variants", type=_names, metavar="NAME,...", default=None,
                     help="candidates to profile (default: all but the host ones)")
     pr.add_argument("--calls", type=_positive, default=prof.CALLS, help="profiled calls per candidate")
@@ -181,7 +183,7 @@ def _profile(args) -> int:
     failed = _no_device("profile")
     if failed is not None:
         return failed
-    shapes = list(args.shape or [bench.HEADLINE])
+    shapes = list(args.shape or ([] if args.sweep else [bench.HEADLINE]))
     if args.sweep:
         shapes += [s for s in prof.sweep_shapes() if s not in shapes]
     try:
@@ -239,7 +241,8 @@ def _plot(args) -> int:
             print(f"softmax-lab plot: {' '.join(str(e).split())}", file=sys.stderr)
             status = 1
             continue
-        for png in plots.write_all(doc, args.output or path.parent, profile_doc=profile_doc):
+        suffix = plots.file_suffix(path.stem, doc["kind"])
+        for png in plots.write_all(doc, args.output or path.parent, profile_doc=profile_doc, suffix=suffix):
             print(png)
     return status
 

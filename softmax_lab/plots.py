@@ -258,25 +258,34 @@ def traffic(profile_doc: dict, path=None) -> Figure:
 
 
 # ------------------------------------------------------------ files
-def write_all(doc: dict, out_dir, profile_doc: dict | None = None) -> list[Path]:
-    """The PNGs of one document, named by what they show: a bench's bench_time.png
-    (bench_time_2.png, ... for further runs), a sweep's sweep.png and grid.png, a
-    profile's traffic.png.  `profile_doc` adds measured traffic to a bench's figure."""
+def write_all(doc: dict, out_dir, profile_doc: dict | None = None, suffix: str = "") -> list[Path]:
+    """The PNGs of one document, named by what they show, with `suffix` before
+    ".png": a bench's bench_time.png (bench_time_2.png, ... for further runs), a
+    sweep's sweep.png and grid.png, a profile's traffic.png.  `profile_doc` adds
+    measured traffic to a bench's figure."""
     out_dir = Path(out_dir)
     if doc["kind"] == "sweep":
-        paths = [out_dir / "sweep.png", out_dir / "grid.png"]
+        paths = [out_dir / f"sweep{suffix}.png", out_dir / f"grid{suffix}.png"]
         sweep(doc, paths[0])
         grid(doc, paths[1])
         return paths
     if doc["kind"] == "profile":
-        paths = [out_dir / "traffic.png"]
+        paths = [out_dir / f"traffic{suffix}.png"]
         traffic(doc, paths[0])
         return paths
     paths = []
     for i, run in enumerate(doc["runs"]):
-        paths.append(out_dir / ("bench_time.png" if i == 0 else f"bench_time_{i + 1}.png"))
+        paths.append(out_dir / (f"bench_time{suffix}.png" if i == 0 else f"bench_time{suffix}_{i + 1}.png"))
         bench_time(run, paths[-1], doc, profile_run=matching_run(profile_doc, run["shape"]))
     return paths
+
+
+def file_suffix(stem: str, kind: str) -> str:
+    """"" for bench.json of a bench, "_rows" for profile_rows.json of a profile,
+    "_r" for r.json: figures of several files of one kind keep apart."""
+    if stem == kind:
+        return ""
+    return stem[len(kind):] if stem.startswith(kind + "_") else f"_{stem}"
 
 
 def matching_run(profile_doc: dict | None, shape) -> dict | None:

@@ -220,7 +220,21 @@ def _ncu_version(exe: str) -> str:
 
 
 def load(path) -> dict:
+    """A profile document; ValueError if the file is not one."""
     return records.read_json(path, (SCHEMA,))
+
+
+def load_all(results) -> dict | None:
+    """The profile*.json files of a results folder as one document (their runs in
+    file-name order, a shape once), or None when there is none."""
+    docs = [load(p) for p in sorted(Path(results).glob("profile*.json"))]
+    if not docs:
+        return None
+    doc = dict(docs[0], runs=[])
+    for d in docs:
+        known = [run["shape"] for run in doc["runs"]]
+        doc["runs"] += [run for run in d["runs"] if run["shape"] not in known]
+    return doc
 
 
 # ------------------------------------------------------------ tables

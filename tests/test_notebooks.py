@@ -93,4 +93,4 @@ def test_notebook_says_plainly_when_nothing_is_recorded(path, monkeypatch, tmp_p
     if path.name in ("01_traffic_model.ipynb", "03_bandwidth.ipynb"):
         assert "No recorded bench results" in text and "softmax-lab bench --output" in text
     if path.name == "04_hardware_counts.ipynb":
-        assert "No recorded profile yet" in text and "softmax-lab profile --sweep --output" in text
+        assert "No recorded profile yet" in text and "softmax-lab profile --output" in text

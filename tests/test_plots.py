@@ -132,3 +132,9 @@ def test_write_all_gives_plain_names(tmp_path):
     assert plots.write_all(records.load(sweep_path), out) == [out / "sweep.png", out / "grid.png"]
     assert plots.write_all(profile_doc(), out) == [out / "traffic.png"]
     assert all(p.read_bytes().startswith(PNG) for p in out.iterdir())
+
+
+def test_file_suffixes_keep_figures_of_several_files_apart():
+    assert plots.file_suffix("bench", "bench") == ""
+    assert plots.file_suffix("profile_rows", "profile") == "_rows"
+    assert plots.file_suffix("r", "bench") == "_r"

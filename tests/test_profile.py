@@ -145,3 +145,21 @@ def test_the_passes_table_sets_measured_beside_model_per_row_length():
     assert "262144 cols" in text
     assert "multi_block" in text and "2.00/2r 1.00/1w" in text
     assert text.splitlines()[-1].split() == ["copy.memcpy", "-"]
+
+
+def test_load_all_joins_the_recorded_profiles_of_a_folder(tmp_path):
+    from softmax_lab import records
+
+    assert profile.load_all(tmp_path) is None
+    rows, cols = 1024, 262144
+    mb = next(c for c in cat.candidates() if c.name == "multi_block")
+
+    def run(r, c):
+        return {"shape": [r, c], "dtype": "float32", "data_bytes": r * c * 4,
+                "candidates": [profile.candidate_record(mb, r, c, "skipped", "no ncu")]}
+
+    records.save(document([run(4096, 393216)]), tmp_path / "profile.json")
+    records.save(document([run(rows, cols), run(4096, 393216)]), tmp_path / "profile_rows.json")
+    doc = profile.load_all(tmp_path)
+    assert [r["shape"] for r in doc["runs"]] == [[4096, 393216], [rows, cols]]
+    synthetic.validate(doc, "profile_schema.json")
