@@ -154,7 +154,7 @@ def run_bench(rows: int = HEADLINE[0], cols: int = HEADLINE[1], *, names=None, r
     """Checks and times the candidates (all, or those named) on one rows x cols input;
     the host candidates among them on a HOST_SHAPE input."""
     return _run("bench", [(rows, cols, None)], cat.select(names), repeats, warmup, seed, host_calls, progress,
-                command)
+                command, fit=False)
 
 
 def run_sweep(shapes=None, *, names=None, repeats: int = REPEATS, warmup: int = WARMUP, seed: int = 0,
@@ -163,12 +163,10 @@ def run_sweep(shapes=None, *, names=None, repeats: int = REPEATS, warmup: int = 
     for the candidates named (GRID_NAMES by default; never the host candidates)."""
     shapes = grid_shapes() if shapes is None else [tuple(s) if len(s) == 3 else (*s, None) for s in shapes]
     chosen = tuple(c for c in cat.select(names, default=cat.GRID_NAMES) if c.kind != "host")
-    return _run("sweep", shapes, chosen, repeats, warmup, seed, 0, progress, command)
+    return _run("sweep", shapes, chosen, repeats, warmup, seed, 0, progress, command, fit=True)
 
 
-def _run(kind, shapes, chosen, repeats, warmup, seed, host_calls, progress, command):
-    import cupy
-
+def _run(kind, shapes, chosen, repeats, warmup, seed, host_calls, progress, command, fit):
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0; got {repeats}, {warmup}")
     for rows, cols, _ in shapes:
@@ -183,7 +181,7 @@ def _run(kind, shapes, chosen, repeats, warmup, seed, host_calls, progress, comm
     bar = _bar(progress, len(sized) * len(shapes) + len(hosts), kind)
     with bar:
         for rows, cols, group in shapes:
-            rows = _fit_rows(rows, cols)
+            rows = _fit_rows(rows, cols) if fit else rows
             runs.append(_shape(rows, cols, group, sized, dev, torch, torch_reason, quack_reason, repeats, warmup,
                                seed, bar))
         if hosts:
@@ -209,8 +207,13 @@ def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, re
             return timing.gpu_times(call, stream, n, w, before)
 
         for c in chosen:
-            c = cat.resolve(c, rows, cols, dev)
             bar.set_postfix_str(f"{rows}x{cols} {c.name}")
+            try:
+                c = cat.resolve(c, rows, cols, dev)
+            except Exception as e:  # auto's chooser raised: recorded, the run goes on
+                recs.append(records.record(c, rows, cols, status="failed", reason=f"raised {cat.one_line(e)}"))
+                bar.update()
+                continue
             reason = cat.skip_reason(c, cols, dev, torch_reason, quack_reason)
             if reason:
                 recs.append(records.record(c, rows, cols, status="skipped", reason=reason))

@@ -203,11 +203,13 @@ def _from_child(c, rows, cols, p, result: Path, calls: int) -> dict:
     if child["status"] != "ok":
         return candidate_record(c, rows, cols, child["status"], child["reason"])
     launches = parse_csv(p.stdout)
+    if not launches and c.name == "copy.memcpy":
+        return candidate_record(c, rows, cols, "skipped", "ncu profiles kernels; cudaMemcpy is a copy-engine "
+                                                          "transfer, not a kernel")
     if not launches:
-        return candidate_record(c, rows, cols, "skipped",
-                                "ncu profiled no kernel in the calls (cudaMemcpy is a copy engine transfer, "
-                                "not a kernel)" if c.name == "copy.memcpy" else
-                                f"ncu profiled no kernel (exit {p.returncode})")
+        said = [line for line in (p.stdout + p.stderr).splitlines() if line.startswith(("==ERROR==", "==WARNING=="))]
+        return candidate_record(c, rows, cols, "failed",
+                                f"ncu profiled no kernel (exit {p.returncode}): {' '.join(said)[:400] or 'no message'}")
     return candidate_record(c, rows, cols, "ok", None, summarize(launches, calls))
 
 

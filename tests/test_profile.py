@@ -163,3 +163,49 @@ def test_load_all_joins_the_recorded_profiles_of_a_folder(tmp_path):
     doc = profile.load_all(tmp_path)
     assert [r["shape"] for r in doc["runs"]] == [[4096, 393216], [rows, cols]]
     synthetic.validate(doc, "profile_schema.json")
+
+
+FAKE_NCU = '''#!{python}
+"""Stands in for ncu: answers for the child it was asked to run, without a GPU."""
+import json, sys
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler (fake)"); sys.exit(0)
+get = lambda flag: args[args.index(flag) + 1]
+name, rows, cols, calls = get("--child"), int(get("--rows")), int(get("--cols")), int(get("--calls"))
+status = {{"quack.softmax": "skipped"}}.get(name, "ok")
+open(get("--result"), "w").write(json.dumps({{"status": status, "reason": "no quack" if status != "ok" else None}}))
+if name == "copy.memcpy" or status != "ok":
+    sys.exit(0)
+print("==PROF== Connected to process 1")
+print({header!r})
+for i in range(calls):
+    for metric, unit, value in [("dram__bytes_read.sum", "byte", rows * cols * 4),
+                                ("dram__bytes_write.sum", "byte", rows * cols * 4),
+                                ("gpu__time_duration.sum", "nsecond", 1000)]:
+        print(f'"{{i}}","1","python","h","{{name}}_kernel","1","7","(1, 1, 1)","(1, 1, 1)","0","9.0","s","{{metric}}","{{unit}}","{{value}}"')
+'''
+
+
+def test_run_profile_records_each_candidate_from_a_fake_ncu(tmp_path, monkeypatch):
+    import sys
+
+    from softmax_lab import device
+
+    ncu = tmp_path / "ncu"
+    ncu.write_text(FAKE_NCU.format(python=sys.executable, header=HEADER))
+    ncu.chmod(0o755)
+    monkeypatch.setattr(device, "require_device", lambda: 0)
+    monkeypatch.setattr(device, "device_info", lambda *a: cat.reference_device())
+    doc = profile.run_profile([(64, 4096)], ["two_pass", "quack.softmax"], ncu=str(ncu), progress=None,
+                              command="softmax-lab profile (test)")
+    synthetic.validate(doc, "profile_schema.json")
+    recs = {r["name"]: r for r in doc["runs"][0]["candidates"]}
+    assert list(recs) == ["two_pass", "copy.memcpy", "copy.elementwise", "copy.float4", "quack.softmax"]
+    assert recs["two_pass"]["status"] == "ok" and recs["two_pass"]["measured"]["kernels"] == ["two_pass_kernel"]
+    assert recs["two_pass"]["measured_passes"] == {"reads": 1.0, "writes": 1.0}
+    assert recs["copy.memcpy"]["status"] == "skipped" and "not a kernel" in recs["copy.memcpy"]["reason"]
+    assert recs["quack.softmax"] == {**recs["quack.softmax"], "status": "skipped", "reason": "no quack"}
+    assert doc["method"]["tool"].endswith("(fake)")
+    with pytest.raises(FileNotFoundError, match="not on PATH"):
+        profile.run_profile([(64, 4096)], ["two_pass"], ncu=str(tmp_path / "missing"), progress=None)
