@@ -1,6 +1,10 @@
 """softmax_lab.bench: the grid, the sampled rows, and the checks around the timed
 calls, with fake candidates on NumPy arrays (no GPU); the GPU runs are marked gpu."""
 
+import sys
+import types
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import synthetic
@@ -189,3 +193,110 @@ def test_variant_checks_on_the_gpu():
     checks = bench.check_variants(bench.special_rows(4099))
     for name, err in checks.items():
         assert isinstance(err, str) or err <= bench.TOLERANCE, name
+
+
+# ------------------------------------------------------------ the whole run, on NumPy
+class _FakeStream:
+    ptr = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def synchronize(self):
+        pass
+
+
+class _FakeEvent:
+    def record(self, stream=None):
+        import time
+
+        self.t = time.perf_counter()
+
+
+class _FakeCupy(types.ModuleType):
+    """CuPy's names that bench uses, over NumPy: the run's logic without a GPU."""
+
+    ndarray = np.ndarray
+    __version__ = "fake"
+
+    def __init__(self):
+        super().__init__("cupy")
+        self.cuda = SimpleNamespace(
+            Stream=lambda non_blocking=False: _FakeStream(), Event=_FakeEvent,
+            get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3 + 1e-3,
+            runtime=SimpleNamespace(memGetInfo=lambda: (80 * 2**30, 80 * 2**30), runtimeGetVersion=lambda: 12090,
+                                    driverGetVersion=lambda: 13000, CUDARuntimeError=RuntimeError))
+        self.random = SimpleNamespace(default_rng=np.random.default_rng)
+
+    def get_default_memory_pool(self):
+        return SimpleNamespace(free_all_blocks=lambda: None)
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+@pytest.fixture
+def numpy_gpu(monkeypatch):
+    """bench on NumPy arrays: a fake cupy, the reference H200, fake candidates
+    (every softmax a NumPy softmax, `broken` wrong after its third call)."""
+    monkeypatch.setitem(sys.modules, "cupy", _FakeCupy())
+    monkeypatch.setattr(bench, "require_device", lambda: 0)
+    monkeypatch.setattr(bench, "device_info", lambda *a: cat.reference_device())
+    broken = set()
+
+    def prepare(c, x, y, dev, torch=None):
+        calls = [0]
+
+        def call():
+            calls[0] += 1
+            if c.kind == "copy":
+                y[...] = x
+            else:
+                y[...] = np_softmax(x)
+                if c.name in broken and calls[0] > 3:
+                    y[-1] = 0
+            return y
+
+        return cat.Prepared(call, lambda: y.fill(np.nan), "the out buffer")
+
+    monkeypatch.setattr(cat, "prepare", prepare)
+    monkeypatch.setattr(cat, "prepare_host", lambda c, dev, torch=None: (lambda: None))
+    return broken
+
+
+def test_a_whole_bench_run_without_a_gpu(numpy_gpu):
+    doc = bench.run_bench(64, 4099, repeats=3, warmup=1, host_calls=20, progress=False, command="test")
+    synthetic.validate(doc)
+    (run,) = doc["runs"]
+    by_name = {r["name"]: r for r in run["candidates"]}
+    assert run["shape"] == [64, 4099] and run["copy"]["name"] in cat.COPY_NAMES
+    for name in [*softmax_lab.variants(), "auto", *cat.COPY_NAMES, "cupyx.softmax", "host.auto", "host.copy"]:
+        assert by_name[name]["status"] == "ok", by_name[name]
+    assert by_name["auto"]["traffic"]["model"].startswith("variant='auto' picks")
+    assert by_name["host.auto"]["host"]["repeats"] == 20
+    assert by_name["torch.softmax"]["status"] == "skipped"  # no torch here, or torch without a GPU
+    assert doc["versions"]["runtime"] == "12.9" and doc["method"]["host_calls"] == 20
+    assert records.failures(doc) == []
+
+
+def test_a_sweep_records_a_candidate_broken_under_repetition_as_failed(numpy_gpu):
+    numpy_gpu.add("two_pass")
+    doc = bench.run_sweep([(64, 1024), (33, 100003, "odd")], names=["auto", "two_pass", "quack.softmax"],
+                          repeats=4, warmup=1, progress=False, command="test")
+    synthetic.validate(doc)
+    assert [run["group"] for run in doc["runs"]] == [None, "odd"]
+    for run in doc["runs"]:
+        by_name = {r["name"]: r for r in run["candidates"]}
+        assert by_name["auto"]["status"] == "ok"
+        assert by_name["two_pass"]["status"] == "failed" and "the last of 4 timed calls" in by_name["two_pass"]["reason"]
+        assert by_name["quack.softmax"]["status"] == "skipped"
+    assert doc["runs"][1]["candidates"][-1]["reason"]  # torch missing (here), quack missing, or N % 4
+    assert len(records.failures(doc)) == 2
+
+
+def test_the_headline_keeps_its_size_and_the_grid_fits_memory(numpy_gpu):
+    assert bench._fit_rows(2**20, 4194304) * 4194304 * 4 <= bench.GRID_MAX_BYTES
+    assert bench._fit_rows(32, 1024) == 32
