@@ -66,7 +66,7 @@ for stage in "$@"; do
       lab plot "$OUT/profile.json" -o "$OUT"
       tail -n 16 "$OUT/profile.log" | cut -c1-110 ;;
     profile-rows)
-      timeout 560 python3 -m softmax_lab profile --sweep --variants "$peers" -o "$OUT/profile_rows.json" \
+      timeout 560 python3 -m softmax_lab profile --sweep --calls 1 --variants "$peers" -o "$OUT/profile_rows.json" \
         > "$OUT/profile_rows.log" 2>&1
       echo "profile-rows rc=$?"
       lab plot "$OUT/profile_rows.json" -o "$OUT"

@@ -158,15 +158,17 @@ def run_bench(rows: int = HEADLINE[0], cols: int = HEADLINE[1], *, names=None, r
 
 
 def run_sweep(shapes=None, *, names=None, repeats: int = REPEATS, warmup: int = WARMUP, seed: int = 0,
-              progress: bool = True, command: str | None = None) -> dict:
+              progress: bool = True, command: str | None = None, checkpoint=None) -> dict:
     """The benchmark on each (rows, cols, group) of `shapes` (grid_shapes() by default),
-    for the candidates named (GRID_NAMES by default; never the host candidates)."""
+    for the candidates named (GRID_NAMES by default; never the host candidates).
+    checkpoint(document so far), when given, is called after each shape (the CLI
+    saves it, so a run cut short by a time limit still leaves its shapes)."""
     shapes = grid_shapes() if shapes is None else [tuple(s) if len(s) == 3 else (*s, None) for s in shapes]
     chosen = tuple(c for c in cat.select(names, default=cat.GRID_NAMES) if c.kind != "host")
-    return _run("sweep", shapes, chosen, repeats, warmup, seed, 0, progress, command, fit=True)
+    return _run("sweep", shapes, chosen, repeats, warmup, seed, 0, progress, command, fit=True, checkpoint=checkpoint)
 
 
-def _run(kind, shapes, chosen, repeats, warmup, seed, host_calls, progress, command, fit):
+def _run(kind, shapes, chosen, repeats, warmup, seed, host_calls, progress, command, fit, checkpoint=None):
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0; got {repeats}, {warmup}")
     for rows, cols, _ in shapes:
@@ -178,18 +180,24 @@ def _run(kind, shapes, chosen, repeats, warmup, seed, host_calls, progress, comm
     sized = [c for c in chosen if c.kind != "host"]
     hosts = [c for c in chosen if c.kind == "host"] if host_calls else []
     runs = []
+    device = {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
+              "l2_bytes": dev.l2_bytes}
+
+    def document():
+        return records.make_document(kind, runs, device, versions(torch), method(repeats, warmup, seed, host_calls),
+                                     command)
+
     bar = _bar(progress, len(sized) * len(shapes) + len(hosts), kind)
     with bar:
         for rows, cols, group in shapes:
             rows = _fit_rows(rows, cols) if fit else rows
             runs.append(_shape(rows, cols, group, sized, dev, torch, torch_reason, quack_reason, repeats, warmup,
                                seed, bar))
+            if checkpoint is not None:
+                checkpoint(document())
         if hosts:
             runs[0]["candidates"] += [_host(c, dev, torch, torch_reason, host_calls, bar) for c in hosts]
-    device = {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
-              "l2_bytes": dev.l2_bytes}
-    return records.make_document(kind, runs, device, versions(torch), method(repeats, warmup, seed, host_calls),
-                                 command)
+    return document()
 
 
 def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, repeats, warmup, seed, bar) -> dict:

@@ -174,8 +174,9 @@ def _sweep(args) -> int:
     failed = _no_device("sweep")
     if failed is not None:
         return failed
+    save = (lambda doc: records.save(doc, args.output)) if args.output is not None else None
     doc = bench.run_sweep(args.shape, names=args.variants, repeats=args.repeats, warmup=args.warmup, seed=args.seed,
-                          progress=not args.no_progress, command=_command())
+                          progress=not args.no_progress, command=_command(), checkpoint=save)
     return _finish(doc, args)
 
 
@@ -186,12 +187,15 @@ def _profile(args) -> int:
     shapes = list(args.shape or ([] if args.sweep else [bench.HEADLINE]))
     if args.sweep:
         shapes += [s for s in prof.sweep_shapes() if s not in shapes]
-    try:
-        doc = prof.run_profile(shapes, args.variants, ncu=args.ncu, calls=args.calls, command=_command())
-    except FileNotFoundError as e:
-        print(f"softmax-lab profile: {e}", file=sys.stderr)
-        return 1
-    saved = records.save(doc, args.output) if args.output else None
+    doc = saved = None
+    for shape in shapes:  # saved after each shape: a run cut short by a time limit keeps what it measured
+        try:
+            part = prof.run_profile([shape], args.variants, ncu=args.ncu, calls=args.calls, command=_command())
+        except FileNotFoundError as e:
+            print(f"softmax-lab profile: {e}", file=sys.stderr)
+            return 1
+        doc = part if doc is None else {**doc, "runs": doc["runs"] + part["runs"]}
+        saved = records.save(doc, args.output) if args.output else None
     if args.json:
         print(json.dumps(doc, indent=1))
     else:

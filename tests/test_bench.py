@@ -300,3 +300,11 @@ def test_a_sweep_records_a_candidate_broken_under_repetition_as_failed(numpy_gpu
 def test_the_headline_keeps_its_size_and_the_grid_fits_memory(numpy_gpu):
     assert bench._fit_rows(2**20, 4194304) * 4194304 * 4 <= bench.GRID_MAX_BYTES
     assert bench._fit_rows(32, 1024) == 32
+
+
+def test_a_sweep_hands_each_shape_to_its_checkpoint(numpy_gpu):
+    seen = []
+    doc = bench.run_sweep([(16, 1024), (8, 2048)], names=["auto"], repeats=2, warmup=0, progress=False,
+                          checkpoint=lambda d: seen.append([run["shape"] for run in d["runs"]]))
+    assert seen == [[[16, 1024]], [[16, 1024], [8, 2048]]]
+    assert [run["shape"] for run in doc["runs"]] == seen[-1]
