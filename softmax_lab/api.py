@@ -63,10 +63,11 @@ class CallPlan:
     rows: int
     cols: int
     copy_input: bool  # x's layout has no uniform rows: copy it into a contiguous buffer first
+    copy_output: bool  # out's layout has no uniform rows: compute into a new buffer, then copy into out
     ld_x: int  # elements between input rows (of the copy, when copy_input)
-    ld_y: int  # elements between output rows (of the new array, when out is None)
+    ld_y: int  # elements between output rows (of the new buffer, when y_ptr is None)
     x_ptr: int  # row 0 of the input (of x itself unless copy_input)
-    y_ptr: int | None  # row 0 of out; None: a new array
+    y_ptr: int | None  # row 0 of out; None: a new buffer
 
 
 def _dtype_name(dtype) -> str:
@@ -179,8 +180,9 @@ def plan_call(x: ArrayView, out: ArrayView | None, axis: int) -> CallPlan:
     """Rows, strides and pointers for one call (pure Python; validates layout and aliasing).
 
     x must be non-empty; axis is already normalised.  ValueError on a
-    misaligned pointer or stride, an `out` without unit-stride rows, or an
-    `out` that partly overlaps x."""
+    misaligned pointer or stride, an `out` whose elements overlap each other,
+    or an `out` that partly overlaps x where the kernel would read and write
+    the same memory."""
     _check_aligned(x, "x")
     item = x.dtype.itemsize
     layout = _rows_view(x.shape, x.strides, axis, item)
@@ -190,17 +192,43 @@ def plan_call(x: ArrayView, out: ArrayView | None, axis: int) -> CallPlan:
         rows, ld_x = x.size // cols, cols
     else:
         rows, cols, ld_x = layout
+    x_ptr = 0 if copy_input else x.ptr
     if out is None:
-        return CallPlan(axis, rows, cols, copy_input, ld_x, cols, 0 if copy_input else x.ptr, None)
+        return CallPlan(axis, rows, cols, copy_input, False, ld_x, cols, x_ptr, None)
     _check_aligned(out, "out")
+    if _may_overlap_itself(out):
+        raise ValueError(f"out's elements may overlap each other (shape {out.shape}, strides {out.strides}); "
+                         "pass an array whose elements are distinct")
     out_layout = _rows_view(out.shape, out.strides, axis, item)
     if out_layout is None or (out_layout[0] > 1 and out_layout[2] < out_layout[1]):
-        raise ValueError("out must have a unit stride along axis and non-overlapping rows with a uniform stride; "
-                         "pass a contiguous array")
-    if not _same_elements(x, out) and not copy_input and _may_overlap(x, out):
+        # No uniform rows (a transpose, axis not last, negative strides): the
+        # kernel writes a new buffer and a copy fills out after it, so any
+        # overlap with x is harmless.
+        return CallPlan(axis, rows, cols, copy_input, True, ld_x, cols, x_ptr, None)
+    if not copy_input and not _same_elements(x, out) and _may_overlap(x, out):
         raise ValueError("out overlaps x without being the same elements in the same places; "
                          "results would be undefined")
-    return CallPlan(axis, rows, cols, copy_input, ld_x, out_layout[2], 0 if copy_input else x.ptr, out.ptr)
+    return CallPlan(axis, rows, cols, copy_input, False, ld_x, out_layout[2], x_ptr, out.ptr)
+
+
+def _may_overlap_itself(a: ArrayView) -> bool:
+    """Whether two indices of a may address the same element.  A nested layout
+    (each stride, by size, steps over everything the smaller ones span) cannot;
+    others are counted element by element up to 2^22 elements, and refused
+    beyond (interleaved layouts that large are not worth the risk)."""
+    span = a.dtype.itemsize
+    for d, s in sorted(((d, abs(s)) for d, s in zip(a.shape, a.strides) if d > 1), key=lambda t: t[1]):
+        if s < span:
+            break
+        span += (d - 1) * s
+    else:
+        return False
+    if a.size > 1 << 22:
+        return True
+    offsets = np.zeros((), np.int64)
+    for d, s in zip(a.shape, a.strides):
+        offsets = np.add.outer(offsets, np.arange(d, dtype=np.int64) * s)
+    return np.unique(offsets).size < a.size
 
 
 def _same_elements(a: ArrayView, b: ArrayView) -> bool:
@@ -336,11 +364,12 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
 
     variant: "auto" or a name from variants().
     out: optional float32 array of x's shape (CuPy, torch or
-      __cuda_array_interface__) on x's device, with rows of unit stride along
-      `axis` that do not overlap each other.  It may share no element with x,
-      or be exactly x's elements in the same places (in place, also through a
-      view whose strides differ only on axes of length 1).  Returns `out`, or
-      a new CuPy array.
+      __cuda_array_interface__) on x's device, whose elements are distinct.
+      It may share no element with x, or be exactly x's elements in the same
+      places (in place, also through a view whose strides differ only on
+      axes of length 1).  Rows of unit stride are written in place; any other
+      layout is filled by a copy after the kernel.  Returns `out`, or a new
+      CuPy array.
     stream: where the work runs.  Default: for a torch tensor torch's current
       stream on x's device, otherwise CuPy's current stream on x's device; a
       cupy.cuda.Stream, torch.cuda.Stream or raw cudaStream_t handle
@@ -351,10 +380,10 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
     Raises, before any launch and without writing anything:
       TypeError: x or out is not a GPU array, or has a dtype other than float32;
         axis is not an integer; stream is of an unknown type.
-      ValueError: x is 0-d; axis is out of range; out has another shape, a
-        layout without unit-stride rows, lives on another device, or partly
-        overlaps x; a pointer or stride is not aligned to the element size;
-        variant is unknown, or cannot run this shape on this device.
+      ValueError: x is 0-d; axis is out of range; out has another shape,
+        lives on another device, has overlapping elements, or partly overlaps
+        x; a pointer or stride is not aligned to the element size; variant is
+        unknown, or cannot run this shape on this device.
       NoDeviceError (a RuntimeError): no CUDA device is usable.
     """
     if variant != "auto":
@@ -415,7 +444,7 @@ def _execute(x, xv: ArrayView, out, plan: CallPlan, device: int, variant: str, s
         x_ptr = keep_alive.data.ptr
     result = out
     y_ptr = plan.y_ptr
-    if out is None:
+    if y_ptr is None:
         moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
         with stream:
             y = cupy.empty(moved, dtype=xv.dtype)
@@ -425,6 +454,10 @@ def _execute(x, xv: ArrayView, out, plan: CallPlan, device: int, variant: str, s
     _, launch = launcher_for(shape, device_info(device), variant)
     launch(x_ptr, y_ptr, stream)
     del keep_alive  # freed to CuPy's pool on `stream`: reused only after the launch
+    if plan.copy_output:
+        with stream:
+            cupy.copyto(out if isinstance(out, cupy.ndarray) else cupy.asarray(out), result)
+        return out
     return result
 
 
