@@ -386,6 +386,14 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
         unknown, or cannot run this shape on this device.
       NoDeviceError (a RuntimeError): no CUDA device is usable.
     """
+    if stream is None and type(axis) is int and type(variant) is str:
+        fast = _repeat_call(x, axis, variant, out)
+        if fast is not _MISS:
+            return fast
+    return _softmax(x, axis, variant, out, stream)
+
+
+def _softmax(x, axis, variant: str, out, stream):
     if variant != "auto":
         get_variant(variant)  # ValueError for an unknown name
     xv = describe(x, "x")
@@ -417,11 +425,10 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
             return cupy.empty(xv.shape, dtype=xv.dtype)
 
     plan = plan_call(xv, ov, axis)
-    switch = device != cupy.cuda.runtime.getDevice()
-    if switch:
+    if device != cupy.cuda.runtime.getDevice():
         with cupy.cuda.Device(device):
-            return _execute(x, xv, out, plan, device, variant, run_stream)
-    return _execute(x, xv, out, plan, device, variant, run_stream)
+            return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None)
+    return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None)
 
 
 def _check_shapes(xv: ArrayView, ov: ArrayView | None, axis) -> int:
@@ -434,7 +441,8 @@ def _check_shapes(xv: ArrayView, ov: ArrayView | None, axis) -> int:
     return axis
 
 
-def _execute(x, xv: ArrayView, out, plan: CallPlan, device: int, variant: str, stream):
+def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, stream,
+             default_stream: bool):
     keep_alive = None
     x_ptr = plan.x_ptr
     if plan.copy_input:
@@ -453,12 +461,101 @@ def _execute(x, xv: ArrayView, out, plan: CallPlan, device: int, variant: str, s
     shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % 16, y_ptr % 16, xv.dtype.itemsize)
     _, launch = launcher_for(shape, device_info(device), variant)
     launch(x_ptr, y_ptr, stream)
+    if default_stream and not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch"):
+        _remember(xv, ov, plan, device, variant, launch)
     del keep_alive  # freed to CuPy's pool on `stream`: reused only after the launch
     if plan.copy_output:
         with stream:
             cupy.copyto(out if isinstance(out, cupy.ndarray) else cupy.asarray(out), result)
         return out
     return result
+
+
+# ------------------------------------------------------------------ repeated calls
+# A call whose arrays have the same type, shape, strides, dtype, device,
+# alignment and (for out) offset from x as an earlier call that needed no
+# copies is the same plan again: validation, aliasing and the launcher are
+# all decided by that key.  Such a call skips straight to the launch.
+_MISS = object()
+_calls: dict[tuple, object] = {}
+_CALLS_MAX = 4096
+_torch_tensor = None  # torch.Tensor, once a torch tensor has been seen
+
+
+def _key(a) -> tuple | None:
+    """(ptr, shape, strides, dtype, device) of a plain CuPy array or torch tensor."""
+    t = type(a)
+    if t is cupy.ndarray:
+        data = a.data
+        return data.ptr, a.shape, a.strides, a.dtype, data.device_id
+    if t is _torch_tensor and a.is_cuda:
+        return a.data_ptr(), a.shape, a.stride(), a.dtype, a.device.index
+    return None
+
+
+def _repeat_call(x, axis: int, variant: str, out):
+    kx = _key(x)
+    if kx is None:
+        return _MISS
+    x_ptr, *x_layout = kx
+    if axis < 0:
+        axis += len(x_layout[0])  # an axis still out of range finds no entry
+    if out is None:
+        key = (*x_layout, axis, variant, x_ptr & 15)
+        y_ptr = None
+    else:
+        ko = _key(out)
+        if ko is None:
+            return _MISS
+        y_ptr, *o_layout = ko
+        key = (*x_layout, axis, variant, x_ptr & 15, *o_layout, y_ptr - x_ptr)
+    call = _calls.get(key)
+    if call is None or kx[4] != cupy.cuda.runtime.getDevice():
+        return _MISS
+    return call(x, x_ptr, out, y_ptr)
+
+
+def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch) -> None:
+    global _torch_tensor
+    x = xv.obj
+    if xv.kind == "torch" and _torch_tensor is None:
+        import torch
+
+        _torch_tensor = torch.Tensor
+    kx = _key(x)
+    if kx is None or (ov is not None and _key(ov.obj) is None):
+        return
+    x_ptr, *x_layout = kx
+    if ov is None:
+        key = (*x_layout, plan.axis, variant, x_ptr & 15)
+    else:
+        y_ptr, *o_layout = _key(ov.obj)
+        key = (*x_layout, plan.axis, variant, x_ptr & 15, *o_layout, y_ptr - x_ptr)
+    torch_stream = xv.kind == "torch"
+    moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
+    dtype, axis = xv.dtype, plan.axis
+
+    def call(x, x_ptr, out, y_ptr):
+        if torch_stream:
+            import torch
+
+            stream = _external(torch.cuda.current_stream(device).cuda_stream, device)
+        else:
+            stream = cupy.cuda.get_current_stream(device)
+        if out is None:
+            if torch_stream:
+                with stream:
+                    y = cupy.empty(moved, dtype=dtype)
+            else:  # already CuPy's current stream
+                y = cupy.empty(moved, dtype=dtype)
+            launch(x_ptr, y.data.ptr, stream)
+            return cupy.moveaxis(y, -1, axis)
+        launch(x_ptr, y_ptr, stream)
+        return out
+
+    if len(_calls) >= _CALLS_MAX:
+        _calls.clear()
+    _calls[key] = call
 
 
 def _from_dlpack(a):

@@ -334,3 +334,36 @@ def test_torch_tensor_on_the_second_device():
         diff = (torch.as_tensor(y, device="cuda:1").double() - expected).abs().max()
     side.synchronize()
     assert float(diff) < 1e-6
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+def test_repeated_calls_reuse_the_plan_and_stay_correct(kind):
+    cp = _cp()
+    api._calls.clear()
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        new = lambda: torch.randn(8, 1031, device="cuda")  # noqa: E731
+        to_cp = cp.asarray
+    else:
+        new = lambda: cp.random.standard_normal((8, 1031), dtype=cp.float32)  # noqa: E731
+        to_cp = lambda a: a  # noqa: E731
+    y = new()
+    for trial in range(3):
+        x = new()
+        ref = softmax_reference(to_cp(x))
+        assert softmax_lab.softmax(x, out=y) is y
+        assert relative_error(to_cp(y), ref) < 1e-6
+        assert relative_error(to_cp(softmax_lab.softmax(x, axis=-1)), ref) < 1e-6
+    assert len(api._calls) == 2
+    with pytest.raises(TypeError, match="axis must be an integer"):
+        softmax_lab.softmax(x, axis=True, out=y)  # the cached axis=1 plan is not taken
+    with pytest.raises(ValueError, match="unknown variant"):
+        softmax_lab.softmax(x, out=y, variant="fastest")
+    if kind == "cupy":  # the same layouts at another offset between x and out: checked afresh
+        b = cp.random.standard_normal((8, 2000), dtype=cp.float32)
+        x = b[:, :1000].copy()
+        softmax_lab.softmax(b[:, :1000], out=b[:, 1000:])
+        _check(b[:, 1000:], x)
+        with pytest.raises(ValueError, match="overlaps x"):
+            softmax_lab.softmax(b[:, :1000], out=b[:, 1:1001])
