@@ -18,6 +18,7 @@ A call has three steps:
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -279,7 +280,9 @@ _external_streams: dict[tuple[int, int], cupy.cuda.ExternalStream] = {}
 def _external(handle: int, device: int) -> cupy.cuda.ExternalStream:
     s = _external_streams.get((handle, device))
     if s is None:
-        s = _external_streams.setdefault((handle, device), cupy.cuda.ExternalStream(handle, device))
+        with warnings.catch_warnings():  # CuPy 14 prefers Stream.from_external, which CuPy 13 lacks
+            warnings.simplefilter("ignore", DeprecationWarning)
+            s = _external_streams.setdefault((handle, device), cupy.cuda.ExternalStream(handle, device))
     return s
 
 
