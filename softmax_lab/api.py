@@ -310,6 +310,20 @@ def _resolve_stream(stream, x: ArrayView, device: int):
     raise TypeError(f"stream must be a cupy.cuda.Stream, a torch.cuda.Stream or a raw handle; got {stream!r}")
 
 
+def _wait_for_producer(a: ArrayView | None, stream, device: int) -> None:
+    """__cuda_array_interface__ v3 names the stream with the producer's pending
+    work on the array (1: legacy default, 2: per-thread default, else a handle):
+    order the run after it."""
+    if a is None or a.kind != "cai":
+        return
+    producer = a.obj.__cuda_array_interface__.get("stream")
+    if producer:
+        with cupy.cuda.Device(device):
+            event = cupy.cuda.Event(disable_timing=True)
+            event.record(_external(int(producer), device))
+            stream.wait_event(event)
+
+
 def _device_of(a: ArrayView) -> int:
     if a.device is not None:
         return a.device
@@ -421,6 +435,8 @@ def _softmax(x, axis, variant: str, out, stream):
     if ov is not None and ov.size and _device_of(ov) != device:
         raise ValueError(f"out is on device {_device_of(ov)}, but x is on device {device}")
     run_stream = _resolve_stream(stream, xv, device)
+    for a in (xv, ov):
+        _wait_for_producer(a, run_stream, device)
     if xv.size == 0:
         if out is not None:
             return out

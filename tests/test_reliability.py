@@ -367,3 +367,28 @@ def test_repeated_calls_reuse_the_plan_and_stay_correct(kind):
         _check(b[:, 1000:], x)
         with pytest.raises(ValueError, match="overlaps x"):
             softmax_lab.softmax(b[:, :1000], out=b[:, 1:1001])
+
+
+class StreamedCai:
+    """A __cuda_array_interface__ v3 producer whose pending work is on `stream`."""
+
+    def __init__(self, a, stream):
+        cai = dict(a.__cuda_array_interface__)
+        cai.update(version=3, stream=stream.ptr)
+        self.__cuda_array_interface__ = cai
+
+
+@pytest.mark.gpu
+def test_cai_v3_producer_stream_is_waited_for():
+    torch = pytest.importorskip("torch")
+    cp = _cp()
+    side = torch.cuda.Stream()
+    s = cp.cuda.ExternalStream(side.cuda_stream)
+    for trial in range(4):
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(20_000_000)
+            t = torch.randn(64, 9_999, device="cuda")
+        y = softmax_lab.softmax(StreamedCai(t, s))  # runs on CuPy's stream, after side's work
+        expected = torch.softmax(t.double(), 1)
+        torch.cuda.synchronize()
+        assert float((torch.as_tensor(y, device="cuda").double() - expected).abs().max()) < 1e-6, trial
