@@ -516,22 +516,26 @@ def _repeat_call(x, axis: int, variant: str, out):
     kx = _key(x)
     if kx is None:
         return _MISS
-    x_ptr, *x_layout = kx
     if axis < 0:
-        axis += len(x_layout[0])  # an axis still out of range finds no entry
-    if out is None:
-        key = (*x_layout, axis, variant, x_ptr & 15)
-        y_ptr = None
-    else:
+        axis += len(kx[1])  # an axis still out of range finds no entry
+    ko = None
+    if out is not None:
         ko = _key(out)
         if ko is None:
             return _MISS
-        y_ptr, *o_layout = ko
-        key = (*x_layout, axis, variant, x_ptr & 15, *o_layout, y_ptr - x_ptr)
-    call = _calls.get(key)
+    call = _calls.get(_call_key(kx, ko, axis, variant))
     if call is None or kx[4] != cupy.cuda.runtime.getDevice():
         return _MISS
-    return call(x, x_ptr, out, y_ptr)
+    return call(x, kx[0], out, None if ko is None else ko[0])
+
+
+def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str) -> tuple:
+    """Layouts, dtypes, devices, x's alignment and out's offset from x: what decides a plan."""
+    x_ptr, *x_layout = kx
+    if ko is None:
+        return (*x_layout, axis, variant, x_ptr & 15)
+    y_ptr, *o_layout = ko
+    return (*x_layout, axis, variant, x_ptr & 15, *o_layout, y_ptr - x_ptr)
 
 
 def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch) -> None:
@@ -542,14 +546,10 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
 
         _torch_tensor = torch.Tensor
     kx = _key(x)
-    if kx is None or (ov is not None and _key(ov.obj) is None):
+    ko = None if ov is None else _key(ov.obj)
+    if kx is None or (ov is not None and ko is None):
         return
-    x_ptr, *x_layout = kx
-    if ov is None:
-        key = (*x_layout, plan.axis, variant, x_ptr & 15)
-    else:
-        y_ptr, *o_layout = _key(ov.obj)
-        key = (*x_layout, plan.axis, variant, x_ptr & 15, *o_layout, y_ptr - x_ptr)
+    key = _call_key(kx, ko, plan.axis, variant)
     torch_stream = xv.kind == "torch"
     moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
     dtype, axis = xv.dtype, plan.axis
