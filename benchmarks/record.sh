@@ -6,7 +6,7 @@
 #   bash benchmarks/record.sh info bench         # bench.json bench.log bench_time.png   (~2 min)
 #   bash benchmarks/record.sh sweep              # sweep.json sweep.log sweep.png grid.png (~5 min)
 #   bash benchmarks/record.sh profile            # profile.json profile.log traffic.png   (~3 min)
-#   bash benchmarks/record.sh profile-rows       # profile_rows.json ... traffic_rows.png  (~7 min)
+#   bash benchmarks/record.sh profile-rows       # profile_rows.json ... traffic_rows.png  (~6 min)
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
@@ -14,8 +14,10 @@
 #   call 1, carrying .whl-quack/a:  bash benchmarks/record.sh quack-a
 #   call 2, carrying .whl-quack/b:  bash benchmarks/record.sh quack-b sweep
 # quack-b joins the split wheel, checks its sha256 and installs every wheel with
-# pip --no-deps --target /tmp/softmax-lab-quack/site; later stages (and later
-# calls on the same machine) put that folder and its dsl_packages on PYTHONPATH.
+# pip --no-deps --no-index --target /tmp/softmax-lab-quack/site (and, from
+# b/ifmissing, cuda-bindings, protobuf or cuda-pathfinder where the machine
+# lacks them); later stages (and later calls on the same machine) put that
+# folder and its nvidia_cutlass_dsl/dsl_packages on PYTHONPATH.
 #
 # Then, here: copy the JSON and PNG files into results/ (results/README.md says
 # what each is) and commit them.  Every stage ends with a short table.
@@ -44,10 +46,15 @@ for stage in "$@"; do
     quack-a)
       mkdir -p "$QUACK/wheels" && cp .whl-quack/a/* "$QUACK/wheels/" && ls "$QUACK/wheels" ;;
     quack-b)
-      cp .whl-quack/b/* "$QUACK/wheels/" || exit 1
+      cp -r .whl-quack/b/* "$QUACK/wheels/" || exit 1
       (cd "$QUACK/wheels" && cat cu13.whl.part-aa cu13.whl.part-ab > "$(awk '{print $2}' cu13.sha256)" \
         && sha256sum -c cu13.sha256) || exit 1
       python3 -m pip install -q --no-deps --no-index --target "$QUACK/site" "$QUACK"/wheels/*.whl || exit 1
+      # The CUTLASS DSL's own dependencies, only where the machine lacks them
+      for dep in cuda.bindings:cuda_bindings google.protobuf:protobuf cuda.pathfinder:cuda_pathfinder; do
+        python3 -c "import ${dep%%:*}" 2>/dev/null \
+          || python3 -m pip install -q --no-deps --no-index --target "$QUACK/site" "$QUACK"/wheels/ifmissing/"${dep##*:}"-*.whl
+      done
       quack_path
       python3 -c "from importlib.metadata import version; from quack.softmax import softmax_fwd; print('quack-kernels', version('quack-kernels'), 'imports')" ;;
     bench)
