@@ -304,16 +304,17 @@ def child(name: str, rows: int, cols: int, calls: int, result: Path) -> int:
         reason = cat.skip_reason(c, cols, dev, torch_reason, quack_reason)
         if reason:
             return done("skipped", reason)
-        x = cupy.random.default_rng(0).standard_normal((rows, cols), dtype=cupy.float32)
-        y = cupy.empty_like(x)
-        prep = cat.prepare(c, x, y, dev, torch)
-        prep.call()  # compiles and warms up, outside the profiled range
-        cupy.cuda.runtime.deviceSynchronize()
-        cupy.cuda.runtime.profilerStart()
-        for _ in range(calls):
-            prep.call()
-        cupy.cuda.runtime.deviceSynchronize()
-        cupy.cuda.runtime.profilerStop()
+        with cupy.cuda.Stream(non_blocking=True):  # as the benchmark runs them (torch joins this stream)
+            x = cupy.random.default_rng(0).standard_normal((rows, cols), dtype=cupy.float32)
+            y = cupy.empty_like(x)
+            prep = cat.prepare(c, x, y, dev, torch)
+            prep.call()  # compiles and warms up, outside the profiled range
+            cupy.cuda.runtime.deviceSynchronize()
+            cupy.cuda.runtime.profilerStart()
+            for _ in range(calls):
+                prep.call()
+            cupy.cuda.runtime.deviceSynchronize()
+            cupy.cuda.runtime.profilerStop()
     except Exception as e:
         return done("failed", f"raised {cat.one_line(e)}")
     return done("ok")
