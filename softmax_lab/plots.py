@@ -188,7 +188,7 @@ def grid(doc: dict, path=None) -> Figure:
     table = grid_rows(doc)
     groups = _groups(doc)
     cols = sorted({g["cols"] for g in table})
-    fig = _figure(1.05 * len(cols) + 2.5, 0.95 * len(groups) + 1.8)
+    fig = _figure(1.05 * len(cols) + 2.5, max(3.4, 0.95 * len(groups) + 1.8))
     ax = fig.subplots()
     values = [[math.nan] * len(cols) for _ in groups]
     norm = TwoSlopeNorm(vmin=0.5, vcenter=1.0, vmax=2.0)
@@ -205,7 +205,7 @@ def grid(doc: dict, path=None) -> Figure:
                 color="black" if v is None or 0.7 < v < 1.5 else "white")
     cmap = matplotlib.colormaps["RdYlGn_r"].with_extremes(bad="0.85")
     image = ax.imshow(values, cmap=cmap, norm=norm, aspect="auto")
-    fig.colorbar(image, ax=ax, label="auto time / best peer time (< 1: auto faster)", shrink=0.9)
+    fig.colorbar(image, ax=ax, label="auto / best peer (< 1: auto faster)", shrink=0.9)
     ax.set_xticks(range(len(cols)), [str(c) for c in cols], rotation=45, fontsize=7)
     ax.set_yticks(range(len(groups)), [str(g) if g is not None else "same size" for g in groups], fontsize=8)
     ax.set_xlabel("row length (float32 elements)")
