@@ -54,3 +54,12 @@ def test_installed_package_carries_the_kernels_and_schemas():
     for name in ("common.cuh", "three_pass.cu", "two_pass.cu", "multi_block.cu", "single_read.cu", "copy.cu"):
         assert (installed / "kernels" / name).is_file(), name
     assert (installed / "results_schema.json").is_file() and (installed / "profile_schema.json").is_file()
+
+
+def test_version_and_typing_marker():
+    import pathlib
+
+    import softmax_lab
+
+    assert isinstance(softmax_lab.__version__, str) and softmax_lab.__version__[0].isdigit()
+    assert (pathlib.Path(softmax_lab.__file__).parent / "py.typed").is_file()
