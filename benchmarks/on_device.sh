@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Runs stages on the lent H200, each with a time limit, logs under $OUT.
-#   bash benchmarks/on_device.sh "tests-fast tune tests-slow"
+# Runs checking stages on a GPU machine, each with a time limit, logs under $OUT.
+#   bash benchmarks/on_device.sh "tests-fast tests-slow stress memcheck-stress"
+# tests-fast: the GPU suite but for the >2^31-element and compute-sanitizer tests;
+# tests-slow: those; stress: benchmarks/stress.py (threads x streams x random
+# shapes, layouts and variants) for $STRESS_SECONDS (default 150);
+# memcheck-stress: a sample of those cases under compute-sanitizer memcheck.
 set -u
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/cupy-cache
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-cache}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 for stage in $1; do
   echo "=== $stage $(date -u +%FT%TZ)"
   case $stage in
-    tests-fast) timeout 240 python3 -m pytest -q -m gpu tests -k "not above_2_to and not sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-fast.log" | tail -30 ;;
-    tests-slow) timeout 420 python3 -m pytest -q -m gpu tests -k "above_2_to or sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-slow.log" | tail -30 ;;
+    tests-fast) timeout 240 python3 -m pytest -q -rs -m gpu tests -k "not above_2_to and not sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-fast.log" | tail -30 ;;
+    tests-slow) timeout 300 python3 -m pytest -q -rs -m gpu tests -k "above_2_to or sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-slow.log" | tail -30 ;;
     tests-all) timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tee "$OUT/tests-all.log" | tail -40 ;;
+    stress) timeout $(( ${STRESS_SECONDS:-150} + 60 )) python3 benchmarks/stress.py --seconds "${STRESS_SECONDS:-150}" --threads 8 --json "$OUT/stress.json" 2>&1 | tail -8 ;;
+    memcheck-stress) timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/stress.py --cases 15 --threads 2 --seed 20261130 --max-elements 2000000 --json "$OUT/stress-memcheck.json" > "$OUT/stress-memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|cases" "$OUT/stress-memcheck.log" | tail -3 ;;
     tune) timeout 300 python3 benchmarks/tune.py --out "$OUT/tune.json" 2>&1 | tee "$OUT/tune.log" | grep -v "^$" ;;
     *) echo "unknown stage $stage" ;;
   esac

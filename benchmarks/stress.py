@@ -8,7 +8,7 @@ compared, row by row, with a float64 reference.  Refusals must be
 ValueError/TypeError for a reason that holds; anything else is a crash.
 
     python benchmarks/stress.py --seconds 240 --threads 6 --json out.json
-    python benchmarks/stress.py --cases 40 --seed 7       # e.g. under compute-sanitizer
+    python benchmarks/stress.py --cases 40 --seed 7 --max-elements 2000000   # under compute-sanitizer
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ VOCABS = (32000, 50257, 100003, 128256, 151936, 256000)
 NAMES = ["auto", *softmax_lab.variants()]
 
 
+MAX_ELEMENTS = 24_000_000  # per case; --max-elements lowers it (under compute-sanitizer)
+
+
 def draw_case(rng: np.random.Generator) -> dict:
     kind = rng.integers(5)
     if kind == 0:
@@ -40,7 +43,7 @@ def draw_case(rng: np.random.Generator) -> dict:
         cols = int(rng.choice(VOCABS)) + int(rng.integers(-3, 4))
     else:
         cols = int(np.exp(rng.uniform(np.log(5000), np.log(600_000))))
-    rows = int(rng.integers(1, max(2, min(3000, 24_000_000 // cols))))
+    rows = int(rng.integers(1, max(2, min(3000, MAX_ELEMENTS // cols))))
     return {
         "rows": rows, "cols": cols, "variant": str(rng.choice(NAMES)),
         "layout": str(rng.choice(["contiguous", "offset", "padded", "transposed", "3d"])),
@@ -132,8 +135,11 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=4, help="threads, each on its own stream")
     p.add_argument("--cases", type=int, default=10**9, help="cases per thread at most")
     p.add_argument("--seed", type=int, default=int(time.time()), help="seed of the first thread")
+    p.add_argument("--max-elements", type=int, default=MAX_ELEMENTS, help="elements per case at most (about)")
     p.add_argument("--json", help="write the tally here")
     args = p.parse_args(argv)
+    global MAX_ELEMENTS
+    MAX_ELEMENTS = args.max_elements
     tally: dict = {}
     lock = threading.Lock()
     start = time.time()
