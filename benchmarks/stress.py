@@ -130,6 +130,7 @@ def worker(seed: int, deadline: float, max_cases: int, tally: dict, lock: thread
 
 
 def main(argv=None) -> int:
+    global MAX_ELEMENTS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=60.0, help="wall-clock budget")
     p.add_argument("--threads", type=int, default=4, help="threads, each on its own stream")
@@ -138,7 +139,6 @@ def main(argv=None) -> int:
     p.add_argument("--max-elements", type=int, default=MAX_ELEMENTS, help="elements per case at most (about)")
     p.add_argument("--json", help="write the tally here")
     args = p.parse_args(argv)
-    global MAX_ELEMENTS
     MAX_ELEMENTS = args.max_elements
     tally: dict = {}
     lock = threading.Lock()

@@ -184,3 +184,10 @@ def test_in_place_through_equal_views(shape, axis):
     x = view(shape, strides, 0)
     plan = api.plan_call(x, x, axis % len(shape))
     check_plan(x, x, axis % len(shape), plan)
+
+
+def test_stress_script_compiles():
+    import py_compile
+    from pathlib import Path
+
+    py_compile.compile(str(Path(__file__).parent.parent / "benchmarks" / "stress.py"), doraise=True)
