@@ -120,16 +120,18 @@ __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* scratch) {
 
 // ------------------------------------------------------------- row layout
 // Elements [0, head) and [head + 4 * vecs, n) are scalar; [head, head + 4 *
-// vecs) is read as float4 from a 16-byte aligned address.  The output uses
-// float4 stores for the body only where its row has the same alignment as
-// the input row (y_vec); otherwise it stores the four floats one by one.
+// vecs) is read as float4 from a 16-byte aligned address.  The output body
+// y + head starts y_shift floats (0 to 3) past a 16-byte boundary: 0 when x
+// and y share their alignment.  store4 writes a misaligned body one float at
+// a time; store4_warp realigns a warp's vectors with shuffles instead, so
+// that every alignment keeps 16-byte stores.
 struct RowSpan {
     const float* x;
     float* y;
     i64 head;
     i64 vecs;
     i64 n;
-    bool y_vec;
+    int y_shift;
 };
 
 __device__ __forceinline__ RowSpan row_span(const float* x, float* y, i64 n) {
@@ -140,7 +142,7 @@ __device__ __forceinline__ RowSpan row_span(const float* x, float* y, i64 n) {
     i64 head = (i64)((16u - ((unsigned)(size_t)x & 15u)) & 15u) / 4;
     r.head = head < n ? head : n;
     r.vecs = (n - r.head) / 4;
-    r.y_vec = (((size_t)(y + r.head)) & 15u) == 0;
+    r.y_shift = (int)((((size_t)(y + r.head)) & 15u) / 4);
     return r;
 }
 
@@ -166,21 +168,69 @@ __device__ __forceinline__ unsigned long long l2_evict_last() {
     return policy;
 }
 
+// One 16-byte store to a 16-byte aligned address: evict-last or evict-first.
+template <bool EVICT_LAST>
+__device__ __forceinline__ void store_vec(float* p, float4 val) {
+    if (EVICT_LAST)
+        asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(val.x), "f"(val.y),
+                     "f"(val.z), "f"(val.w), "l"(l2_evict_last())
+                     : "memory");
+    else
+        __stcs(reinterpret_cast<float4*>(p), val);
+}
+
 template <bool EVICT_LAST = false>
 __device__ __forceinline__ void store4(const RowSpan& r, i64 v, float4 val) {
     float* p = r.y + r.head + 4 * v;
-    if (r.y_vec) {
-        if (EVICT_LAST)
-            asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(val.x),
-                         "f"(val.y), "f"(val.z), "f"(val.w), "l"(l2_evict_last())
-                         : "memory");
-        else
-            __stcs(reinterpret_cast<float4*>(p), val);
+    if (r.y_shift == 0) {
+        store_vec<EVICT_LAST>(p, val);
     } else {
         p[0] = val.x;
         p[1] = val.y;
         p[2] = val.z;
         p[3] = val.w;
+    }
+}
+
+// Body vector j of the row, from lane l of a warp that holds vectors j0 + l
+// (consecutive across the lanes; `valid` true for a prefix of the lanes).
+// Every lane of the warp must call it (it shuffles).  With y_shift = d > 0,
+// output float e of the body lands on a 16-byte boundary when e % 4 == 4 - d,
+// so lane l stores the aligned vector made of the last d floats of its own
+// vector and the first 4 - d of lane l + 1's; the warp's first lane stores its
+// first 4 - d floats and its last valid lane its last d floats one by one.
+// Per warp: 31 16-byte stores and 4 scalar ones for 32 vectors.
+template <bool EVICT_LAST = false>
+__device__ __forceinline__ void store4_warp(const RowSpan& r, i64 j, float4 val, bool valid) {
+    float* p = r.y + r.head + 4 * j;
+    const int d = r.y_shift;  // the same for the whole warp
+    if (d == 0) {
+        if (valid) store_vec<EVICT_LAST>(p, val);
+        return;
+    }
+    const unsigned lane = threadIdx.x & 31;
+    float4 next;
+    next.x = __shfl_down_sync(0xffffffffu, val.x, 1);
+    next.y = __shfl_down_sync(0xffffffffu, val.y, 1);
+    next.z = __shfl_down_sync(0xffffffffu, val.z, 1);
+    const bool next_valid = __shfl_down_sync(0xffffffffu, (int)valid, 1) && lane < 31;
+    if (!valid) return;
+    const float a[4] = {val.x, val.y, val.z, val.w};
+    if (lane == 0) {  // the floats before this warp's first boundary
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+            if (c < 4 - d) p[c] = a[c];
+    }
+    if (next_valid) {
+        float4 out;
+        if (d == 1) out = make_float4(val.w, next.x, next.y, next.z);
+        else if (d == 2) out = make_float4(val.z, val.w, next.x, next.y);
+        else out = make_float4(val.y, val.z, val.w, next.x);
+        store_vec<EVICT_LAST>(p + 4 - d, out);
+    } else {  // the floats after this warp's last boundary
+#pragma unroll
+        for (int c = 1; c < 4; ++c)
+            if (c >= 4 - d) p[c] = a[c];
     }
 }
 
