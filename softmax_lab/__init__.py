@@ -7,6 +7,6 @@
 
 from .api import softmax
 from .device import NoDeviceError, device_info
-from .variants import Variant, choose, get_variant, variants
+from .variants import CannotRun, Variant, choose, get_variant, variants
 
-__all__ = ["softmax", "variants", "get_variant", "choose", "Variant", "device_info", "NoDeviceError"]
+__all__ = ["softmax", "variants", "get_variant", "choose", "Variant", "CannotRun", "device_info", "NoDeviceError"]

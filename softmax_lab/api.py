@@ -1,42 +1,139 @@
-"""softmax(): validation, layout handling and dispatch to a registered variant."""
+"""softmax(): validation, layout, streams and devices, and dispatch to a variant.
+
+A call has three steps:
+
+1. `describe()` reads what the call needs of each array (pointer, shape,
+   byte strides, dtype, device) without touching the GPU, and raises a clear
+   TypeError or ValueError for anything softmax cannot take.
+2. `plan_call()` turns that into rows of unit stride: (rows, cols, ld_x,
+   ld_y), whether x must first be copied into a contiguous buffer, and
+   whether out may be written (element-disjoint from x, or the same elements
+   in the same places).  It is pure Python: tests/test_fuzz.py checks it on
+   random layouts with a fake device.
+3. The variant's launcher runs on the right stream and device.  Launchers
+   depend only on (device, dtype, shape, variant), so they are cached: a
+   steady-state call is a dictionary lookup plus a launch.
+"""
 
 from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
 
 import numpy as np
 
 import cupy
 
-from .device import device_info, require_device
-from .variants import Problem, choose, get_variant
+from .device import DeviceInfo, device_info, require_device
+from .variants import CannotRun, Launcher, Shape, Variant, get_variant, preferences
 
-_DLPACK_GPU = (2, 13)  # kDLCUDA, kDLCUDAManaged
 _ACCEPTED = "a CuPy array, or a GPU array with __cuda_array_interface__ or DLPack (torch, JAX, ...)"
+_DLPACK_GPU = (2, 13)  # kDLCUDA, kDLCUDAManaged
+_SUPPORTED = (np.dtype(np.float32),)
+_TORCH_DTYPES = {"torch.float32": np.float32, "torch.float16": np.float16, "torch.float64": np.float64}
+_OPAQUE = {"|V2": "a 2-byte type numpy does not know, such as bfloat16", "<V2": "a 2-byte type numpy does not know, "
+           "such as bfloat16", "|V1": "a 1-byte type numpy does not know, such as float8"}
 
 
-class _Meta:
-    """Shape, dtype and strides of an input, read without touching the GPU."""
+@dataclass(frozen=True)
+class ArrayView:
+    """What softmax reads of an array: no GPU memory is touched to get it.
 
-    def __init__(self, shape, dtype, strides):
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
-        self.strides = None if strides is None else tuple(int(s) for s in strides)
+    device is None where only the driver can tell (a __cuda_array_interface__
+    pointer); obj is the caller's object (None in tests)."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes
+    dtype: np.dtype
+    device: int | None = None
+    kind: str = "cupy"  # cupy | torch | cai
+    obj: object = None
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
 
 
-def _meta(x) -> _Meta | None:
-    if isinstance(x, cupy.ndarray):
-        return _Meta(x.shape, x.dtype, x.strides)
-    cai = getattr(x, "__cuda_array_interface__", None)
-    if isinstance(cai, dict):
-        return _Meta(cai["shape"], cai["typestr"], cai.get("strides"))
-    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
-        if x.__dlpack_device__()[0] not in _DLPACK_GPU:
-            return None
-        shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
-        try:
-            return _Meta(shape, np.dtype(str(dtype).replace("torch.", "")), None)
-        except TypeError:
-            return _Meta(shape, np.dtype("V1"), None)  # unknown dtype: reported below
-    return None
+@dataclass(frozen=True)
+class CallPlan:
+    """How one call maps onto a variant's rows (pointers are absolute addresses)."""
+
+    axis: int
+    rows: int
+    cols: int
+    copy_input: bool  # x's layout has no uniform rows: copy it into a contiguous buffer first
+    ld_x: int  # elements between input rows (of the copy, when copy_input)
+    ld_y: int  # elements between output rows (of the new array, when out is None)
+    x_ptr: int  # row 0 of the input (of x itself unless copy_input)
+    y_ptr: int | None  # row 0 of out; None: a new array
+
+
+def _dtype_name(dtype) -> str:
+    text = str(dtype)
+    return _OPAQUE.get(text, text).replace("torch.", "")
+
+
+def describe(a, what: str = "x") -> ArrayView:
+    """An ArrayView of `a`, or TypeError/ValueError saying why it is not a GPU array softmax can read."""
+    if isinstance(a, cupy.ndarray):
+        return ArrayView(a.data.ptr, a.shape, a.strides, a.dtype, a.data.device_id, "cupy", a)
+    module = type(a).__module__
+    if module.startswith("torch") and hasattr(a, "data_ptr") and hasattr(a, "stride"):
+        if a.device.type != "cuda":
+            raise TypeError(f"{what} is a torch tensor on {a.device}; softmax_lab takes GPU arrays only")
+        dtype = _TORCH_DTYPES.get(str(a.dtype))
+        if dtype is None:
+            raise TypeError(f"{what} has dtype {_dtype_name(a.dtype)}; softmax_lab computes float32 only")
+        dtype = np.dtype(dtype)
+        strides = tuple(s * dtype.itemsize for s in a.stride())
+        return ArrayView(a.data_ptr(), tuple(a.shape), strides, dtype, a.device.index, "torch", a)
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _describe_cai(cai, a, what)
+    if hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__"):
+        device_type, device_id = a.__dlpack_device__()
+        if device_type not in _DLPACK_GPU:
+            where = "the CPU" if device_type == 1 else f"DLPack device type {device_type}"
+            raise TypeError(f"{what} is on {where}, not a CUDA GPU; softmax_lab takes {_ACCEPTED}")
+        dtype = getattr(a, "dtype", None)
+        if dtype is not None and _numpy_dtype(dtype) not in _SUPPORTED:
+            raise TypeError(f"{what} has dtype {_dtype_name(dtype)}; softmax_lab computes float32 only")
+        return ArrayView(0, (), (), np.dtype(np.float32), int(device_id), "dlpack", a)  # read after from_dlpack
+    raise TypeError(f"softmax_lab takes {_ACCEPTED} as {what}; got {module}.{type(a).__name__}")
+
+
+def _numpy_dtype(dtype):
+    try:
+        return np.dtype(str(dtype).replace("torch.", ""))
+    except TypeError:
+        return None
+
+
+def _describe_cai(cai, a, what: str) -> ArrayView:
+    if not isinstance(cai, dict):
+        raise TypeError(f"{what}.__cuda_array_interface__ is a {type(cai).__name__}, not a dict")
+    for key in ("shape", "typestr", "data"):
+        if key not in cai:
+            raise ValueError(f"{what}.__cuda_array_interface__ has no {key!r}")
+    typestr = cai["typestr"]
+    try:
+        dtype = np.dtype(typestr)
+    except TypeError:
+        raise TypeError(f"{what} has typestr {typestr!r}, which is not a dtype; softmax_lab computes float32 only") from None
+    if dtype.kind == "V" or dtype not in _SUPPORTED:
+        raise TypeError(f"{what} has dtype {_dtype_name(typestr if dtype.kind == 'V' else dtype)}; "
+                        "softmax_lab computes float32 only")
+    shape = tuple(int(s) for s in cai["shape"])
+    strides = cai.get("strides")
+    if strides is None:  # C-contiguous
+        strides, step = [], dtype.itemsize
+        for d in reversed(shape):
+            strides.append(step)
+            step *= max(d, 1)
+        strides = tuple(reversed(strides))
+    ptr = cai["data"][0] if cai["data"] is not None else 0
+    return ArrayView(int(ptr or 0), shape, tuple(int(s) for s in strides), dtype, None, "cai", a)
 
 
 def _rows_view(shape, strides, axis, itemsize):
@@ -58,98 +155,281 @@ def _rows_view(shape, strides, axis, itemsize):
         if s0 != s1 * d1:
             return None
     ld_bytes = lead[-1][1]
-    if ld_bytes <= 0 or ld_bytes % itemsize:
+    if ld_bytes % itemsize:
         return None
     return rows, cols, ld_bytes // itemsize
 
 
-def softmax(x, axis: int = -1, *, variant: str = "auto", out: cupy.ndarray | None = None) -> cupy.ndarray:
-    """softmax(x) along `axis`, computed on the GPU in float32, as torch.softmax.
-
-    x: float32, any number (>= 1) of dimensions; a CuPy array or any GPU array
-    with __cuda_array_interface__ or DLPack (taken zero-copy).  Work runs on
-    CuPy's current stream.  Rows along `axis` with a unit element stride and a
-    uniform row stride (any contiguous tensor, any slice such as x[:, 1:]) are
-    read in place; any other layout is first copied into a contiguous buffer.
-    variant: "auto" or a name from variants().
-    out: optional float32 CuPy array of x's shape whose rows along `axis` have
-    unit stride and do not overlap each other; it may be x itself (in place),
-    but must not otherwise overlap x.  Returns `out`, or a new array.
-    """
-    chosen = None if variant == "auto" else get_variant(variant)
-    meta = _meta(x)
-    if meta is None:
-        raise TypeError(f"softmax_lab.softmax takes {_ACCEPTED}; got {type(x).__module__}.{type(x).__name__}")
-    if meta.dtype != np.float32:
-        raise TypeError(f"softmax_lab computes float32 only; got dtype {meta.dtype}")
-    if len(meta.shape) == 0:
-        raise ValueError("softmax needs an array of at least one dimension; got a 0-d array")
-    ndim = len(meta.shape)
-    if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
+def check_axis(axis, ndim: int) -> int:
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an integer; got {axis!r}")
+    if not -ndim <= axis < ndim:
         raise ValueError(f"axis {axis!r} is out of range for an array of {ndim} dimension(s)")
-    axis = int(axis) % ndim
-    if out is not None:
-        if not isinstance(out, cupy.ndarray):
-            raise TypeError(f"out must be a CuPy array; got {type(out).__name__}")
-        if out.dtype != np.float32:
-            raise TypeError(f"out must be float32; got {out.dtype}")
-        if out.shape != meta.shape:
-            raise ValueError(f"out has shape {out.shape}; expected {meta.shape}")
-        layout = _rows_view(out.shape, out.strides, axis, 4)
-        if layout is None or (layout[0] > 1 and layout[2] < layout[1]):
-            raise ValueError(
-                "out must have a unit stride along axis and non-overlapping rows with a uniform stride; "
-                "pass a contiguous array"
-            )
+    return int(axis) % ndim
 
-    dev = device_info(require_device())
-    if not isinstance(x, cupy.ndarray):
-        x = cupy.asarray(x) if hasattr(x, "__cuda_array_interface__") else cupy.from_dlpack(x)
-    if chosen is not None:
-        reason = chosen.unsupported_reason(x.shape[axis], dev)
-        if reason:
-            raise ValueError(reason)
-    if out is not None and out is not x and _overlaps(x, out):
-        same = out.data.ptr == x.data.ptr and out.strides == x.strides
-        if not same:
-            raise ValueError("out overlaps x without being x itself; results would be undefined")
-    if x.size == 0:
-        return out if out is not None else cupy.empty(x.shape, dtype=cupy.float32)
 
-    layout = _rows_view(x.shape, x.strides, axis, 4)
-    xin = x
-    if layout is None:
-        xin = cupy.ascontiguousarray(cupy.moveaxis(x, axis, -1))
-        layout = _rows_view(xin.shape, xin.strides, -1, 4)
-    rows, cols, ld_x = layout
+def _check_aligned(a: ArrayView, what: str) -> None:
+    item = a.dtype.itemsize
+    if a.ptr % item or any(s % item for d, s in zip(a.shape, a.strides) if d > 1):
+        raise ValueError(f"{what} is not aligned to its element size ({item} bytes): data pointer {a.ptr:#x}, "
+                         f"strides {a.strides}; copy it into a fresh array first")
 
-    if out is None:
-        moved_shape = x.shape[:axis] + x.shape[axis + 1 :] + (cols,)
-        result = cupy.empty(moved_shape, dtype=cupy.float32)
-        y, ld_y = result, cols
-        result = cupy.moveaxis(result, -1, axis)
+
+def plan_call(x: ArrayView, out: ArrayView | None, axis: int) -> CallPlan:
+    """Rows, strides and pointers for one call (pure Python; validates layout and aliasing).
+
+    x must be non-empty; axis is already normalised.  ValueError on a
+    misaligned pointer or stride, an `out` without unit-stride rows, or an
+    `out` that partly overlaps x."""
+    _check_aligned(x, "x")
+    item = x.dtype.itemsize
+    layout = _rows_view(x.shape, x.strides, axis, item)
+    copy_input = layout is None
+    if copy_input:
+        cols = x.shape[axis]
+        rows, ld_x = x.size // cols, cols
     else:
-        result = out
-        y, ld_y = out, _rows_view(out.shape, out.strides, axis, 4)[2]
+        rows, cols, ld_x = layout
+    if out is None:
+        return CallPlan(axis, rows, cols, copy_input, ld_x, cols, 0 if copy_input else x.ptr, None)
+    _check_aligned(out, "out")
+    out_layout = _rows_view(out.shape, out.strides, axis, item)
+    if out_layout is None or (out_layout[0] > 1 and out_layout[2] < out_layout[1]):
+        raise ValueError("out must have a unit stride along axis and non-overlapping rows with a uniform stride; "
+                         "pass a contiguous array")
+    if not _same_elements(x, out) and not copy_input and _may_overlap(x, out):
+        raise ValueError("out overlaps x without being the same elements in the same places; "
+                         "results would be undefined")
+    return CallPlan(axis, rows, cols, copy_input, ld_x, out_layout[2], 0 if copy_input else x.ptr, out.ptr)
 
-    v = chosen or choose(rows, cols, dev)
-    v.run(Problem(xin, y, rows, cols, ld_x, ld_y), dev)
-    return result
+
+def _same_elements(a: ArrayView, b: ArrayView) -> bool:
+    """a and b address the same memory for every index (strides of size-1 axes do not matter)."""
+    return a.ptr == b.ptr and all(sa == sb for d, sa, sb in zip(a.shape, a.strides, b.strides) if d > 1)
 
 
-def _overlaps(a: cupy.ndarray, b: cupy.ndarray) -> bool:
-    lo_a, hi_a = _extent(a)
-    lo_b, hi_b = _extent(b)
-    return lo_a < hi_b and lo_b < hi_a
-
-
-def _extent(a: cupy.ndarray):
-    lo = hi = a.data.ptr
+def _extent(a: ArrayView) -> tuple[int, int]:
+    lo = hi = a.ptr
     for d, s in zip(a.shape, a.strides):
-        if d == 0:
-            return lo, lo
         if s > 0:
             hi += (d - 1) * s
         else:
             lo += (d - 1) * s
-    return lo, hi + a.itemsize
+    return lo, hi + a.dtype.itemsize
+
+
+def _may_overlap(a: ArrayView, b: ArrayView) -> bool:
+    """Whether a and b share an element: address ranges first, then NumPy's exact
+    solver on stand-in arrays over the same addresses (nothing is dereferenced)."""
+    lo_a, hi_a = _extent(a)
+    lo_b, hi_b = _extent(b)
+    if hi_a <= lo_b or hi_b <= lo_a:
+        return False
+    base = min(lo_a, lo_b)
+    try:
+        return bool(np.shares_memory(_stand_in(a, base), _stand_in(b, base), max_work=100_000))
+    except np.exceptions.TooHardError:
+        return True  # cannot rule it out: refuse
+
+
+class _Interface:
+    def __init__(self, a: ArrayView, base: int):
+        # Addresses relative to a fake base keep the stand-in clear of real memory;
+        # NumPy only compares them.
+        self.__array_interface__ = {"data": (a.ptr - base + 4096, True), "shape": a.shape, "strides": a.strides,
+                                    "typestr": a.dtype.str, "version": 3}
+
+
+def _stand_in(a: ArrayView, base: int) -> np.ndarray:
+    return np.asarray(_Interface(a, base))
+
+
+# ------------------------------------------------------------------ streams
+_external_streams: dict[tuple[int, int], cupy.cuda.ExternalStream] = {}
+
+
+def _external(handle: int, device: int) -> cupy.cuda.ExternalStream:
+    s = _external_streams.get((handle, device))
+    if s is None:
+        s = _external_streams.setdefault((handle, device), cupy.cuda.ExternalStream(handle, device))
+    return s
+
+
+def _resolve_stream(stream, x: ArrayView, device: int):
+    """The stream the work runs on: `stream` if given; else torch's current stream
+    for a torch tensor (where torch ordered the producer's work), else CuPy's."""
+    if stream is None:
+        if x.kind == "torch":
+            import torch
+
+            return _external(torch.cuda.current_stream(device).cuda_stream, device)
+        return cupy.cuda.get_current_stream(device)
+    if isinstance(stream, cupy.cuda.Stream):  # ExternalStream is one too
+        stream_device = getattr(stream, "device_id", device)
+        if stream_device not in (-1, device):
+            raise ValueError(f"stream belongs to device {stream_device}, but x is on device {device}")
+        return stream
+    if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
+        stream_device = getattr(getattr(stream, "device", None), "index", device)
+        if stream_device is not None and stream_device != device:
+            raise ValueError(f"stream belongs to device {stream_device}, but x is on device {device}")
+        return _external(int(stream.cuda_stream), device)
+    if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
+        return _external(int(stream), device)
+    raise TypeError(f"stream must be a cupy.cuda.Stream, a torch.cuda.Stream or a raw handle; got {stream!r}")
+
+
+def _device_of(a: ArrayView) -> int:
+    if a.device is not None:
+        return a.device
+    attrs = cupy.cuda.runtime.pointerGetAttributes(a.ptr)
+    if attrs.type not in (2, 3):  # cudaMemoryTypeDevice, cudaMemoryTypeManaged
+        raise TypeError("the __cuda_array_interface__ pointer is not GPU memory")
+    return attrs.device
+
+
+# ------------------------------------------------------------------ launchers
+_launchers: dict[tuple, tuple[Variant, Launcher]] = {}
+_launchers_lock = threading.Lock()
+
+
+def launcher_for(shape: Shape, dev: DeviceInfo, variant: str) -> tuple[Variant, Launcher]:
+    """The (variant, launcher) for a shape on a device, prepared once.
+
+    variant="auto" tries preferences() in order and takes the first that can
+    run here; a variant named explicitly that cannot raises CannotRun (a
+    ValueError) before any launch."""
+    key = (dev.id, shape, variant)
+    hit = _launchers.get(key)
+    if hit is not None:
+        return hit
+    with _launchers_lock:
+        hit = _launchers.get(key)
+        if hit is None:
+            hit = _prepare(shape, dev, variant)
+            _launchers[key] = hit
+    return hit
+
+
+def _prepare(shape: Shape, dev: DeviceInfo, variant: str) -> tuple[Variant, Launcher]:
+    if variant != "auto":
+        v = get_variant(variant)
+        return v, v.prepare(shape, dev)
+    reasons = []
+    for v in preferences(shape, dev):
+        try:
+            return v, v.prepare(shape, dev)
+        except CannotRun as e:
+            reasons.append(str(e))
+    raise AssertionError(f"no variant can run {shape} on {dev.name}: {reasons}")  # two_pass runs anywhere
+
+
+# ------------------------------------------------------------------ the call
+def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
+    """softmax(x) along `axis`, computed on the GPU in float32, as torch.softmax.
+
+    x: float32, any number (>= 1) of dimensions; a CuPy array, a torch CUDA
+    tensor, or any GPU array with __cuda_array_interface__ or DLPack (taken
+    zero-copy).  Rows along `axis` with a unit element stride and a uniform
+    row stride (any contiguous array, slices such as x[:, 1:]) are read in
+    place; any other layout is first copied into a contiguous buffer.
+
+    variant: "auto" or a name from variants().
+    out: optional float32 array of x's shape (CuPy, torch or
+      __cuda_array_interface__) on x's device, with rows of unit stride along
+      `axis` that do not overlap each other.  It may share no element with x,
+      or be exactly x's elements in the same places (in place, also through a
+      view whose strides differ only on axes of length 1).  Returns `out`, or
+      a new CuPy array.
+    stream: where the work runs.  Default: for a torch tensor torch's current
+      stream on x's device, otherwise CuPy's current stream on x's device; a
+      cupy.cuda.Stream, torch.cuda.Stream or raw cudaStream_t handle
+      overrides it.  The work is ordered after what that stream already
+      holds, and the result may be used in order on it.  Work runs on x's
+      device, whatever the current device is.
+
+    Raises, before any launch and without writing anything:
+      TypeError: x or out is not a GPU array, or has a dtype other than float32;
+        axis is not an integer; stream is of an unknown type.
+      ValueError: x is 0-d; axis is out of range; out has another shape, a
+        layout without unit-stride rows, lives on another device, or partly
+        overlaps x; a pointer or stride is not aligned to the element size;
+        variant is unknown, or cannot run this shape on this device.
+      NoDeviceError (a RuntimeError): no CUDA device is usable.
+    """
+    if variant != "auto":
+        get_variant(variant)  # ValueError for an unknown name
+    xv = describe(x, "x")
+    if xv.dtype not in _SUPPORTED:
+        raise TypeError(f"x has dtype {_dtype_name(xv.dtype)}; softmax_lab computes float32 only")
+    ov = None
+    if out is not None:
+        ov = describe(out, "out")
+        if ov.dtype != xv.dtype:
+            raise TypeError(f"out must be {xv.dtype}, like x; got {_dtype_name(ov.dtype)}")
+    if xv.kind != "dlpack" and (ov is None or ov.kind != "dlpack"):
+        _check_shapes(xv, ov, axis)  # before asking for a device: these need none
+    require_device()
+    if xv.kind == "dlpack":
+        x = _from_dlpack(x)
+        xv = describe(x, "x")
+    if out is not None and ov.kind == "dlpack":
+        out = _from_dlpack(out)
+        ov = describe(out, "out")
+    axis = _check_shapes(xv, ov, axis)
+    device = _device_of(xv)
+    if ov is not None and ov.size and _device_of(ov) != device:
+        raise ValueError(f"out is on device {_device_of(ov)}, but x is on device {device}")
+    run_stream = _resolve_stream(stream, xv, device)
+    if xv.size == 0:
+        if out is not None:
+            return out
+        with cupy.cuda.Device(device):
+            return cupy.empty(xv.shape, dtype=xv.dtype)
+
+    plan = plan_call(xv, ov, axis)
+    switch = device != cupy.cuda.runtime.getDevice()
+    if switch:
+        with cupy.cuda.Device(device):
+            return _execute(x, xv, out, plan, device, variant, run_stream)
+    return _execute(x, xv, out, plan, device, variant, run_stream)
+
+
+def _check_shapes(xv: ArrayView, ov: ArrayView | None, axis) -> int:
+    ndim = len(xv.shape)
+    if ndim == 0:
+        raise ValueError("softmax needs an array of at least one dimension; got a 0-d array")
+    axis = check_axis(axis, ndim)
+    if ov is not None and ov.shape != xv.shape:
+        raise ValueError(f"out has shape {ov.shape}; expected {xv.shape}")
+    return axis
+
+
+def _execute(x, xv: ArrayView, out, plan: CallPlan, device: int, variant: str, stream):
+    keep_alive = None
+    x_ptr = plan.x_ptr
+    if plan.copy_input:
+        with stream:
+            src = x if isinstance(x, cupy.ndarray) else cupy.asarray(x)
+            keep_alive = cupy.ascontiguousarray(cupy.moveaxis(src, plan.axis, -1))
+        x_ptr = keep_alive.data.ptr
+    result = out
+    y_ptr = plan.y_ptr
+    if out is None:
+        moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
+        with stream:
+            y = cupy.empty(moved, dtype=xv.dtype)
+        result = cupy.moveaxis(y, -1, plan.axis)
+        y_ptr = y.data.ptr
+    shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % 16, y_ptr % 16, xv.dtype.itemsize)
+    _, launch = launcher_for(shape, device_info(device), variant)
+    launch(x_ptr, y_ptr, stream)
+    del keep_alive  # freed to CuPy's pool on `stream`: reused only after the launch
+    return result
+
+
+def _from_dlpack(a):
+    try:
+        return cupy.from_dlpack(a)
+    except Exception as e:  # a producer's own error: say what failed
+        raise TypeError(f"could not take {type(a).__module__}.{type(a).__name__} through DLPack: {e}") from None

@@ -1,9 +1,14 @@
 """The registry: every softmax variant, its kernel file, launch rule, traffic model
 and requirements.  Nothing else in softmax_lab knows variant names.
 
-A variant runs on a 2-D problem: `rows` rows of `cols` float32 elements, row r
-of the input at x + r * ld_x and of the output at y + r * ld_y (element
-strides of 1 within a row).  The launch tables below are the tuning knobs;
+A variant runs on a 2-D problem, a `Shape`: `rows` rows of `cols` float32
+elements, row r of the input at x + r * ld_x and of the output at y + r * ld_y
+(element strides of 1 within a row).  `Variant.prepare(shape, dev)` does
+everything that depends only on the shape and the device (compiling, occupancy
+queries, grid sizes) and returns a launcher, `launcher(x_ptr, y_ptr, stream)`,
+that only launches; softmax_lab.api caches launchers, so a steady-state call is
+a lookup plus a launch.  prepare raises CannotRun where the variant cannot run
+the shape on the device.  The launch tables below are the tuning knobs;
 notes/TUNING.md says how they were chosen.
 """
 
@@ -24,18 +29,31 @@ ITEMSIZE = 4  # float32
 
 
 @dataclass(frozen=True)
-class Problem:
-    """One launch's shape: x and y are CuPy arrays whose first element starts row 0."""
+class Shape:
+    """What a launch plan depends on: the row layout and the pointers' alignment."""
 
-    x: cupy.ndarray
-    y: cupy.ndarray
     rows: int
     cols: int
-    ld_x: int
-    ld_y: int
+    ld_x: int  # elements from one input row to the next
+    ld_y: int  # elements from one output row to the next
+    x_offset: int = 0  # byte offset of the input's data pointer mod 16
+    y_offset: int = 0  # byte offset of the output's data pointer mod 16
+    itemsize: int = ITEMSIZE
 
     def scalars(self):
         return (np.int64(self.rows), np.int64(self.cols), np.int64(self.ld_x), np.int64(self.ld_y))
+
+
+class CannotRun(ValueError):
+    """A variant cannot run this shape on this device (variant="auto" then tries the next)."""
+
+
+# launcher(x_ptr, y_ptr, stream): one call's launches, everything else resolved.
+Launcher = Callable[[int, int, cupy.cuda.Stream], None]
+
+
+def _ptr(p: int) -> np.uint64:
+    return np.uint64(p)
 
 
 # ------------------------------------------------------------ one block per row
@@ -47,13 +65,19 @@ def _block_threads(cols: int) -> int:
     return next(t for limit, t in BLOCK_THREADS_BY_COLS if cols <= limit)
 
 
-def _run_block_per_row(entry: str, source: str):
-    def run(p: Problem, dev: DeviceInfo, threads: int | None = None) -> None:
-        kernel = loader.get_kernel(source, entry, device_id=dev.id)
-        grid = min(p.rows, 2**31 - 1)  # blocks loop over rows beyond the grid
-        kernel((grid,), (threads or _block_threads(p.cols),), (p.x, p.y, *p.scalars()))
+def _prepare_block_per_row(entry: str, source: str):
+    def prepare(shape: Shape, dev: DeviceInfo, threads: int | None = None) -> Launcher:
+        function = loader.get_kernel(source, entry, device_id=dev.id).kernel
+        grid = (min(shape.rows, 2**31 - 1),)  # blocks loop over rows beyond the grid
+        block = (threads or _block_threads(shape.cols),)
+        scalars = shape.scalars()
 
-    return run
+        def launch(x: int, y: int, stream) -> None:
+            function(grid, block, (_ptr(x), _ptr(y), *scalars), stream=stream)
+
+        return launch
+
+    return prepare
 
 
 # ---------------------------------------------------------------- multi-block
@@ -62,26 +86,30 @@ MULTI_BLOCK_CHUNK_VECS = 8192  # float4 vectors (128 KB) per block and row
 MULTI_BLOCK_MAX_GRID = 1 << 20  # blocks loop over (row, chunk) items beyond it
 
 
-def _run_multi_block(p: Problem, dev: DeviceInfo, chunk_vecs: int | None = None, threads: int | None = None):
+def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None = None,
+                         threads: int | None = None) -> Launcher:
     chunk_vecs = chunk_vecs or MULTI_BLOCK_CHUNK_VECS
-    threads = threads or MULTI_BLOCK_THREADS
-    chunks = max(1, -(-(p.cols // 4) // chunk_vecs))
-    get = lambda entry: loader.get_kernel("multi_block.cu", entry, device_id=dev.id)
-    # Per-launch scratch (a (max, sum) pair per chunk and per row): concurrent
-    # launches on different streams share nothing.
-    partials = cupy.empty((p.rows * chunks, 2), dtype=cupy.float32)
-    totals = cupy.empty((p.rows, 2), dtype=cupy.float32)
-    items = p.rows * chunks
-    rows, cols, ld_x, ld_y = p.scalars()
-    get("multi_block_partials")(
-        (min(items, MULTI_BLOCK_MAX_GRID),), (threads,),
-        (p.x, rows, cols, ld_x, np.int64(chunk_vecs), np.int64(chunks), partials),
-    )
-    get("multi_block_combine")((min(p.rows, MULTI_BLOCK_MAX_GRID),), (256,), (partials, rows, np.int64(chunks), totals))
-    get("multi_block_write")(
-        (min(items, MULTI_BLOCK_MAX_GRID),), (threads,),
-        (p.x, p.y, rows, cols, ld_x, ld_y, np.int64(chunk_vecs), np.int64(chunks), totals),
-    )
+    block = (threads or MULTI_BLOCK_THREADS,)
+    chunks = max(1, -(-(shape.cols // 4) // chunk_vecs))
+    get = lambda entry: loader.get_kernel("multi_block.cu", entry, device_id=dev.id).kernel
+    partials_k, combine_k, write_k = get("multi_block_partials"), get("multi_block_combine"), get("multi_block_write")
+    items = shape.rows * chunks
+    item_grid, row_grid = (min(items, MULTI_BLOCK_MAX_GRID),), (min(shape.rows, MULTI_BLOCK_MAX_GRID),)
+    rows, cols, ld_x, ld_y = shape.scalars()
+    n_chunk_vecs, n_chunks = np.int64(chunk_vecs), np.int64(chunks)
+
+    def launch(x: int, y: int, stream) -> None:
+        # Per-call scratch (a (max, sum) pair per chunk and per row), taken from
+        # CuPy's pool on this stream: concurrent calls share nothing.
+        with stream:
+            partials = cupy.empty((items, 2), dtype=cupy.float32)
+            totals = cupy.empty((shape.rows, 2), dtype=cupy.float32)
+        partials_k(item_grid, block, (_ptr(x), rows, cols, ld_x, n_chunk_vecs, n_chunks, partials), stream=stream)
+        combine_k(row_grid, (256,), (partials, rows, n_chunks, totals), stream=stream)
+        write_k(item_grid, block, (_ptr(x), _ptr(y), rows, cols, ld_x, ld_y, n_chunk_vecs, n_chunks, totals),
+                stream=stream)
+
+    return launch
 
 
 # ---------------------------------------------------------------- single read
@@ -152,17 +180,32 @@ WARP_ROW_VPT = 8
 WARP_ROW_COLS = 32 * WARP_ROW_VPT * 4
 
 
-def _run_single_read(p: Problem, dev: DeviceInfo, config: ClusterConfig | None = None, groups: int | None = None):
-    if config is None and p.cols <= WARP_ROW_COLS:
-        kernel = loader.get_kernel("single_read.cu", "single_read_warp", {"SR_WARP_VPT": WARP_ROW_VPT}, device_id=dev.id)
-        kernel((min(p.rows, 2**31 - 1),), (32,), (p.x, p.y, *p.scalars()))
-        return
-    config = config or single_read_config(p.cols, dev)
+def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | None = None,
+                         groups: int | None = None) -> Launcher:
+    scalars = shape.scalars()
+    if config is None and shape.cols <= WARP_ROW_COLS:
+        function = loader.get_kernel("single_read.cu", "single_read_warp", {"SR_WARP_VPT": WARP_ROW_VPT},
+                                     device_id=dev.id).kernel
+        grid = (min(shape.rows, 2**31 - 1),)
+
+        def launch_warp(x: int, y: int, stream) -> None:
+            function(grid, (32,), (_ptr(x), _ptr(y), *scalars), stream=stream)
+
+        return launch_warp
+    config = config or single_read_config(shape.cols, dev)
+    if config is None:
+        raise CannotRun(f"variant 'single_read' holds rows of at most {_single_read_limit(dev)} elements "
+                        f"on {dev.name}; got {shape.cols}")
     kernel = single_read_kernel(config, dev)
-    groups = min(p.rows, groups or resident_groups(config, kernel, dev))
+    groups = min(shape.rows, groups or resident_groups(config, kernel, dev))
     if groups < 1:
-        raise RuntimeError(f"single_read: no cluster of {config} can be resident on {dev.name}")
-    kernel((groups * config.cluster,), (config.threads,), (p.x, p.y, *p.scalars()), shared_mem=config.smem_bytes)
+        raise CannotRun(f"variant 'single_read': no cluster of {config} can be resident on {dev.name}")
+    function, grid, block, smem = kernel.kernel, (groups * config.cluster,), (config.threads,), config.smem_bytes
+
+    def launch(x: int, y: int, stream) -> None:
+        function(grid, block, (_ptr(x), _ptr(y), *scalars), shared_mem=smem, stream=stream)
+
+    return launch
 
 
 def _single_read_limit(dev: DeviceInfo) -> int:
@@ -181,7 +224,7 @@ class Variant:
     min_compute_capability: int
     summary: str
     launch_rule: str
-    run: Callable = field(repr=False)
+    prepare_launch: Callable[..., Launcher] = field(repr=False)
     max_cols: Callable[[DeviceInfo], float] = field(default=lambda dev: math.inf, repr=False)
 
     def bytes_per_element(self, itemsize: int = ITEMSIZE) -> int:
@@ -201,6 +244,14 @@ class Variant:
             return f"variant {self.name!r} holds rows of at most {self.max_cols(dev)} elements on {dev.name}; got {cols}"
         return None
 
+    def prepare(self, shape: Shape, dev: DeviceInfo, **knobs) -> Launcher:
+        """The launcher for `shape` on `dev`; CannotRun if this variant cannot run it there.
+        `knobs` (threads, config, ...) override the launch rule, for tuning."""
+        reason = self.unsupported_reason(shape.cols, dev)
+        if reason:
+            raise CannotRun(reason)
+        return self.prepare_launch(shape, dev, **knobs)
+
 
 _ALL = (
     Variant(
@@ -210,7 +261,7 @@ _ALL = (
         reads=3, writes=1, min_compute_capability=0,
         summary="max pass, sum-of-exp pass, write pass; one block per row",
         launch_rule="one block per row; threads by row length " + str(BLOCK_THREADS_BY_COLS),
-        run=_run_block_per_row("three_pass", "three_pass.cu"),
+        prepare_launch=_prepare_block_per_row("three_pass", "three_pass.cu"),
     ),
     Variant(
         name="two_pass",
@@ -219,7 +270,7 @@ _ALL = (
         reads=2, writes=1, min_compute_capability=0,
         summary="online (max, rescaled sum) in one read, then the write pass; one block per row",
         launch_rule="one block per row; threads by row length " + str(BLOCK_THREADS_BY_COLS),
-        run=_run_block_per_row("two_pass", "two_pass.cu"),
+        prepare_launch=_prepare_block_per_row("two_pass", "two_pass.cu"),
     ),
     Variant(
         name="multi_block",
@@ -228,7 +279,7 @@ _ALL = (
         reads=2, writes=1, min_compute_capability=0,
         summary="a row split over blocks: per-chunk online partials, a fixed-order combine, the write pass",
         launch_rule=f"{MULTI_BLOCK_CHUNK_VECS} float4 per block and row, {MULTI_BLOCK_THREADS} threads, three launches",
-        run=_run_multi_block,
+        prepare_launch=_prepare_multi_block,
     ),
     Variant(
         name="single_read",
@@ -238,7 +289,7 @@ _ALL = (
         summary="row held on chip across a thread-block cluster, combined through distributed shared memory",
         launch_rule=(f"rows <= {WARP_ROW_COLS}: one warp per row; longer: a persistent grid of resident "
                      "clusters, configuration by row length from SINGLE_READ_CONFIGS"),
-        run=_run_single_read,
+        prepare_launch=_prepare_single_read,
         max_cols=_single_read_limit,
     ),
 )
@@ -272,10 +323,18 @@ AUTO_RULES = (
 )
 
 
+# Variants that run every shape on every device: auto's last resort.
+FALLBACKS = ("two_pass", "multi_block")
+
+
+def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
+    """variant="auto": the variants to try for this shape on this device, best first.
+    The api takes the first whose prepare() does not raise CannotRun."""
+    names = next(names for limit, names in AUTO_RULES if shape.cols <= limit)
+    names = names + tuple(n for n in FALLBACKS if n not in names)
+    return tuple(_REGISTRY[n] for n in names if _REGISTRY[n].unsupported_reason(shape.cols, dev) is None)
+
+
 def choose(rows: int, cols: int, dev: DeviceInfo) -> Variant:
-    """variant="auto": the first variant of AUTO_RULES that can run this shape on this device."""
-    preferences = next(names for limit, names in AUTO_RULES if cols <= limit)
-    for name in preferences:
-        if _REGISTRY[name].unsupported_reason(cols, dev) is None:
-            return _REGISTRY[name]
-    raise AssertionError(f"AUTO_RULES has no variant for {cols} columns")  # the last of each rule runs anywhere
+    """The variant auto would try first for rows x cols contiguous rows (no launch is prepared)."""
+    return preferences(Shape(rows, cols, cols, cols), dev)[0]
