@@ -65,6 +65,10 @@ __device__ __forceinline__ void online_add1(MaxSum& acc, float v) {
     acc.sum += exp_approx(v - exp_base(acc.max));
 }
 
+__device__ __forceinline__ float4 neg_inf4() {
+    return make_float4(SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF);
+}
+
 __device__ __forceinline__ float max4(float4 v) { return fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)); }
 
 // ---------------------------------------------------------------- reductions

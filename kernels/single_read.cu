@@ -60,8 +60,11 @@ static_assert(SR_THREADS % 32 == 0 && SR_THREADS >= 32 && SR_THREADS <= 1024,
 static_assert(SR_VPT >= 1 && SR_STAGES >= 1 && SR_BLOCKS_PER_SM >= 1, "positive sizes");
 static_assert((long long)SR_STAGES * SR_CAPACITY * 16 + 1024 <= SR_SMEM_LIMIT,
               "the stages must fit in the shared memory of a block");
-static_assert(4 * SR_VPT + 32 <= 255 && (4 * SR_VPT + 32) * SR_THREADS * SR_BLOCKS_PER_SM <= 65536,
-              "the row (4 registers per vector) plus about 32 others must fit the register budget");
+// Registers: an SM's 4 partitions hold 16384 each and take the warps in turn.
+#define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
+#define SR_REGISTER_BUDGET (16384 / (32 * SR_WARPS_PER_PARTITION) / 8 * 8)
+static_assert(4 * SR_VPT + (SR_CLUSTER == 1 ? 40 : 32) <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
+              "the row (4 registers per vector) plus 32 others (40 without a cluster) must fit the register budget");
 
 struct Slice {
     RowSpan r;
@@ -77,10 +80,6 @@ __device__ __forceinline__ Slice slice_of(const float* x, float* y, i64 row, i64
     s.v0 = min((i64)rank * per_block, s.r.vecs);
     s.vecs = min(per_block, s.r.vecs - s.v0);
     return s;
-}
-
-__device__ __forceinline__ float4 neg_inf4() {
-    return make_float4(SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF);
 }
 
 // The scalar (head or tail) element owned by this thread, or -inf.
