@@ -338,6 +338,9 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     if config is None:
         raise CannotRun(f"variant 'single_read' holds rows of at most {_single_read_limit(dev)} elements "
                         f"on {dev.name}; got {shape.cols}")
+    if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
+            config.smem_bytes + SMEM_RESERVED > dev.smem_optin_bytes:
+        raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
     return _cluster_launcher(single_read_kernel(config, dev), config, shape, dev, groups, "single_read")
 
 
@@ -437,8 +440,8 @@ def long_row_kernel(config: LongRowConfig, dev: DeviceInfo) -> cupy.RawKernel:
 def _prepare_long_row(shape: Shape, dev: DeviceInfo, config: LongRowConfig | None = None,
                       groups: int | None = None) -> Launcher:
     config = config or long_row_config(shape.cols, dev, shape.rows)
-    if config is None:
-        raise CannotRun(f"variant 'long_row': {dev.name} has too little shared memory per block")
+    if config is None or config.smem_bytes + SMEM_RESERVED > dev.smem_optin_bytes:
+        raise CannotRun(f"variant 'long_row': {dev.name} has too little shared memory per block for {config}")
     return _cluster_launcher(long_row_kernel(config, dev), config, shape, dev, groups, "long_row")
 
 
