@@ -20,7 +20,9 @@
 // Traffic: 1 read + 1 write per element, plus a second read of G (from L2
 // where it stayed there).  Launch (persistent): 1-D grid of G * LR_CLUSTER
 // blocks of LR_THREADS threads, G at most the resident clusters; dynamic
-// shared memory LR_THREADS * LR_SMEM_VPT * 16 bytes.  Any row length.
+// shared memory LR_THREADS * LR_SMEM_VPT * 16 bytes.  Any row length.  One
+// block's loads and stores are separate phases of each row, so two blocks
+// per SM (LR_BLOCKS_PER_SM) let one block's loads overlap the other's stores.
 #include "cluster.cuh"
 
 #ifndef LR_CLUSTER
@@ -38,6 +40,9 @@
 #ifndef LR_UNROLL
 #define LR_UNROLL 4  // loads in flight per thread while streaming G
 #endif
+#ifndef LR_BLOCKS_PER_SM
+#define LR_BLOCKS_PER_SM 1  // blocks sharing an SM (their load and store phases interleave)
+#endif
 #ifndef LR_SMEM_LIMIT
 #define LR_SMEM_LIMIT 232448  // shared memory a block may opt in to on sm_90
 #endif
@@ -46,8 +51,9 @@ static_assert(LR_CLUSTER >= 1 && LR_CLUSTER <= 16 && (LR_CLUSTER & (LR_CLUSTER -
               "the butterfly merge over the cluster needs a power-of-two cluster of at most 16 blocks");
 static_assert(LR_THREADS % 32 == 0 && LR_THREADS >= 32 && LR_THREADS <= 1024, "whole warps, at most 1024 threads");
 static_assert(LR_VPT >= 0 && LR_SMEM_VPT >= 1 && LR_UNROLL >= 1, "sizes");
+static_assert(LR_BLOCKS_PER_SM >= 1, "blocks per SM");
 static_assert((long long)LR_THREADS * LR_SMEM_VPT * 16 + 1024 <= LR_SMEM_LIMIT, "S must fit in shared memory");
-#define LR_REGISTER_BUDGET (16384 / (32 * ((LR_THREADS / 32 + 3) / 4)) / 8 * 8)  // 4 partitions of 16384
+#define LR_REGISTER_BUDGET (16384 / (32 * ((LR_THREADS / 32 * LR_BLOCKS_PER_SM + 3) / 4)) / 8 * 8)  // 4 partitions
 static_assert(4 * (LR_VPT + LR_UNROLL) + 32 <= (LR_REGISTER_BUDGET < 255 ? LR_REGISTER_BUDGET : 255),
               "R and the G loads in flight (4 registers per vector) plus 32 others must fit the registers");
 
@@ -83,7 +89,7 @@ __device__ __forceinline__ LongSlice long_slice(const float* x, float* y, i64 ro
     return s;
 }
 
-extern "C" __global__ void __launch_bounds__(LR_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(LR_THREADS, LR_BLOCKS_PER_SM)
 #if LR_CLUSTER > 1
     __cluster_dims__(LR_CLUSTER, 1, 1)
 #endif

@@ -127,9 +127,10 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
 #      beyond the first only within STAGES_BYTES;
 #   2. of those, the one with the least estimated time: rounds of resident
 #      clusters (plus one to fill and drain the pipeline) x the slice each
-#      block moves per round x blocks sharing an SM, with a small cost per
-#      cluster doubling and for sharing an SM (measured: at equal estimates the
-#      smaller cluster and one block per SM win).
+#      block moves per round x blocks sharing an SM, with the measured extra
+#      cost of large clusters (CLUSTER_COST; clusters of 16 were 7-15 % slower
+#      than the rounds alone say); at equal estimates the smaller cluster and
+#      one block per SM win.
 VECTOR_BYTES = 16  # every kernel moves 16-byte vectors (4 fp32, 8 fp16/bf16 elements)
 REGISTERS_PER_SM = 65536  # every sm_70+ device
 OTHER_REGISTERS = 32  # registers per thread besides the row (indices, reductions)
@@ -137,14 +138,14 @@ OTHER_REGISTERS_ONE_BLOCK = 40  # the same for clusters of one block (measured w
 MAX_VPT = 24  # vectors per thread in registers (8 x 512 x 24 is the measured best at 393216)
 VPT_TARGET = 16
 MIN_FILL = 0.9
-MIN_THREADS = 128  # fewer warps cannot keep an SM's stores in flight
+MIN_THREADS_PER_SM = 512  # fewer cannot keep an SM's loads and stores in flight (run5: 256 gave 1.28-1.33 x copy)
 MIN_SLICE = 1024  # vectors per block (16 KB) below which a row is not split further
 MAX_STAGES = 3
 STAGES_BYTES = 128 * 1024
 SMEM_RESERVED = 1024 + 512  # per block: the driver's 1 KB and the kernel's static shared memory
 MAX_CLUSTER = 16  # Hopper, with the non-portable cluster size allowed
-CLUSTER_COST = 0.03  # per cluster doubling
-SHARED_SM_COST = 0.05  # per extra block on an SM
+CLUSTER_COST = {1: 0.0, 2: 0.0, 4: 0.0, 8: 0.02, 16: 0.12}  # measured extra time by cluster size (run5)
+SHARED_SM_COST = 0.0  # per extra block on an SM (run5: two blocks of 256 matched or beat one of 512)
 _NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
 
 
@@ -221,9 +222,10 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
                 cluster: int = 2) -> tuple[int, int] | None:
     """(threads, vpt) for a slice of `per_block` vectors: the pair within the
     register budget whose capacity holds the slice, filled to at least MIN_FILL
-    where any pair is, with vpt nearest vpt_target; None if none holds it."""
+    where any pair is, with vpt nearest vpt_target; None if none holds it.
+    At least MIN_THREADS_PER_SM threads per SM, unless the slice is too short."""
     best, best_key = None, None
-    fewest = max(32, min(MIN_THREADS, per_block // 8 // 32 * 32))  # short slices: fewer threads, fuller
+    fewest = min(MIN_THREADS_PER_SM // blocks_per_sm, -(-per_block // 32) * 32)
     for threads in range(fewest, 1025, 32):
         vpt = max(1, -(-per_block // threads))
         if vpt > _max_vpt(threads, blocks_per_sm, cluster):
@@ -243,7 +245,7 @@ def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
     for cluster in (1, 2, 4, 8, 16):
         if cluster > MAX_CLUSTER or (cluster > 1 and cluster * MIN_SLICE > vecs):
             continue
-        for blocks_per_sm in (1, 2):
+        for blocks_per_sm in (1, 2):  # in this order: ties go to one block per SM
             shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster)
             budget = _smem_budget(dev, blocks_per_sm)
             if shape is None or shape[0] * shape[1] * VECTOR_BYTES > budget:
@@ -254,11 +256,12 @@ def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
     return found
 
 
-def estimated_groups(config: ClusterConfig, dev: DeviceInfo) -> int:
-    """Resident clusters, estimated without the driver: clusters of 8 or more
-    blocks lose about one to the GPC layout (15 of 8 and 7 of 16 on the H200)."""
-    g = dev.sm_count * config.blocks_per_sm // config.cluster
-    return max(1, g - (1 if config.cluster >= 8 else 0))
+def estimated_groups(config, dev: DeviceInfo) -> int:
+    """Resident clusters, estimated without the driver: clusters of 4 or more
+    blocks lose about 7 % to the GPC layout (run5 on the H200: 30 of 4, 15 of 8,
+    7 of 16 at one block per SM; 62, 30 and 14 at two)."""
+    usable = dev.sm_count * config.blocks_per_sm * (0.93 if config.cluster >= 4 else 1.0)
+    return max(1, int(usable) // config.cluster)
 
 
 def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, groups: int | None = None) -> float:
@@ -266,7 +269,7 @@ def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, grou
     vecs = max(1, -(-cols * ITEMSIZE // VECTOR_BYTES))
     rounds = -(-rows // (groups or estimated_groups(config, dev))) + 1
     per_block = -(-vecs // config.cluster)
-    return (rounds * per_block * config.blocks_per_sm * (1 + CLUSTER_COST * config.cluster.bit_length())
+    return (rounds * per_block * config.blocks_per_sm * (1 + CLUSTER_COST[config.cluster])
             * (1 + SHARED_SM_COST * (config.blocks_per_sm - 1)))
 
 
@@ -348,7 +351,7 @@ def _single_read_limit(dev: DeviceInfo) -> int:
     """The longest fp32 row single_read holds on `dev`: the largest cluster, the
     largest slice a block holds in registers (within its shared memory)."""
     per_block = max((t * min(_max_vpt(t, 1), _smem_budget(dev, 1) // (t * VECTOR_BYTES))
-                     for t in range(32, 1025, 32)), default=0)
+                     for t in range(MIN_THREADS_PER_SM, 1025, 32)), default=0)
     return MAX_CLUSTER * per_block * VECTOR_BYTES // ITEMSIZE
 
 
@@ -358,10 +361,9 @@ def _single_read_limit(dev: DeviceInfo) -> int:
 # memory and the next LONG_ROW_THREADS x LONG_ROW_VPT in registers, and reads
 # the rest twice (the second time mostly from L2).  The cluster size: the one
 # with the least estimated time (long_row_cost).
-LONG_ROW_THREADS = 512
+LONG_ROW_THREADS_PER_SM = 512
 LONG_ROW_VPT = 16  # the register part; 16 + LONG_ROW_UNROLL vectors in flight stays within 128 registers
 LONG_ROW_UNROLL = 4
-REREAD_L2_COST = 0.25  # a re-read served by L2, in reads from device memory
 
 
 @dataclass(frozen=True)
@@ -371,6 +373,7 @@ class LongRowConfig:
     vpt: int  # vectors per thread in registers
     smem_vpt: int  # vectors per thread in shared memory
     unroll: int = LONG_ROW_UNROLL
+    blocks_per_sm: int = 1
 
     def __post_init__(self):
         if not (_is_power_of_two(self.cluster) and self.cluster <= MAX_CLUSTER):
@@ -378,9 +381,9 @@ class LongRowConfig:
                              f"of at most {MAX_CLUSTER}")
         if not (self.threads % 32 == 0 and 32 <= self.threads <= 1024):
             raise ValueError(f"threads {self.threads}: a multiple of 32, at most 1024")
-        if self.vpt < 0 or self.smem_vpt < 1 or self.unroll < 1:
+        if self.vpt < 0 or self.smem_vpt < 1 or self.unroll < 1 or self.blocks_per_sm < 1:
             raise ValueError(f"sizes must be positive: {self}")
-        if 4 * (self.vpt + self.unroll) + OTHER_REGISTERS > _register_budget(self.threads, 1):
+        if 4 * (self.vpt + self.unroll) + OTHER_REGISTERS > _register_budget(self.threads, self.blocks_per_sm):
             raise ValueError(f"{self}: the register part exceeds the register budget")
 
     @property
@@ -393,36 +396,47 @@ class LongRowConfig:
 
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
         d = {"LR_CLUSTER": self.cluster, "LR_THREADS": self.threads, "LR_VPT": self.vpt,
-             "LR_SMEM_VPT": self.smem_vpt, "LR_UNROLL": self.unroll}
+             "LR_SMEM_VPT": self.smem_vpt, "LR_UNROLL": self.unroll, "LR_BLOCKS_PER_SM": self.blocks_per_sm}
         if dev is not None:
             d["LR_SMEM_LIMIT"] = dev.smem_optin_bytes
         return d
 
     def label(self) -> str:
-        return f"{self.cluster}x{self.threads}x{self.vpt}+{self.smem_vpt}"
+        return f"{self.cluster}x{self.threads}x{self.vpt}+{self.smem_vpt}x{self.blocks_per_sm}"
 
 
 def long_row_candidates(dev: DeviceInfo) -> list[LongRowConfig]:
-    smem_vpt = _smem_budget(dev, 1) // (LONG_ROW_THREADS * VECTOR_BYTES)
-    if smem_vpt < 1:
-        return []
-    return [LongRowConfig(c, LONG_ROW_THREADS, LONG_ROW_VPT, smem_vpt) for c in (4, 8, 16) if c <= MAX_CLUSTER]
+    found = []
+    for blocks_per_sm in (1, 2):
+        threads = LONG_ROW_THREADS_PER_SM // blocks_per_sm
+        smem_vpt = _smem_budget(dev, blocks_per_sm) // (threads * VECTOR_BYTES)
+        if smem_vpt >= 1:
+            found += [LongRowConfig(c, threads, LONG_ROW_VPT, smem_vpt, blocks_per_sm=blocks_per_sm)
+                      for c in (4, 8, 16) if c <= MAX_CLUSTER]
+    return found
 
 
 def long_row_cost(config: LongRowConfig, rows: int, cols: int, dev: DeviceInfo, groups: int | None = None) -> float:
     """Estimated time, in vectors moved by one block: rounds x (slice + the
-    re-read part at its cost).  A re-read costs REREAD_L2_COST where it hits L2
-    and a full read where it misses; it hits in the share of half the L2 that
-    the re-read parts of all resident clusters take."""
+    re-read part at its cost) x blocks per SM.  A re-read costs REREAD_L2_COST
+    where it hits L2 and a full read where it misses; it hits in the share of
+    half the L2 that the re-read parts of all resident clusters take.  One block
+    per SM runs its loads and stores one after the other (ONE_BLOCK_COST)."""
     vecs = max(1, -(-cols * ITEMSIZE // VECTOR_BYTES))
     per_block = -(-vecs // config.cluster)
     reread = max(0, per_block - config.on_chip_vecs // config.cluster)
-    g = groups or max(1, dev.sm_count // config.cluster - (1 if config.cluster >= 8 else 0))
+    g = groups or estimated_groups(config, dev)
     in_flight = g * config.cluster * reread * VECTOR_BYTES
     hit = min(1.0, dev.l2_bytes / 2 / in_flight) if in_flight else 1.0
     reread_cost = REREAD_L2_COST * hit + (1 - hit)
     rounds = -(-rows // g) + 1
-    return rounds * (per_block + reread_cost * reread) * (1 + CLUSTER_COST * config.cluster.bit_length())
+    serial = ONE_BLOCK_COST if config.blocks_per_sm == 1 else 1.0
+    return (rounds * (per_block + reread_cost * reread) * config.blocks_per_sm * serial
+            * (1 + CLUSTER_COST[config.cluster]))
+
+
+REREAD_L2_COST = 0.25  # a re-read served by L2, in reads from device memory
+ONE_BLOCK_COST = 1.5  # run5: one block per SM ran 1.65-1.9 x copy where the traffic alone says 1.0-1.3
 
 
 def long_row_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20) -> LongRowConfig | None:
@@ -531,7 +545,7 @@ _ALL = (
         reads=1, writes=1, min_compute_capability=90,
         summary=("rows longer than a cluster holds: a cluster per row, the row in shared memory and registers, "
                  "the rest read twice (the second time mostly from L2)"),
-        launch_rule="a persistent grid of resident clusters of 4, 8 or 16 blocks of 512 threads (long_row_config)",
+        launch_rule="a persistent grid of resident clusters of 4, 8 or 16 blocks, 512 threads per SM (long_row_config)",
         prepare_launch=_prepare_long_row,
     ),
 )
