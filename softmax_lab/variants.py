@@ -116,36 +116,40 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
 # single_read's launch plan is derived, not tabulated.  The kernel keeps a row
 # on chip: the row's 16-byte vectors are split over a cluster of `cluster`
 # blocks, each block's slice over `threads` threads holding `vpt` vectors each
-# in registers, after a ring of `stages` shared-memory stages.  The rule, for a
-# row of `vecs` vectors (notes/TUNING.md gives the measurements behind it):
-#   1. for each cluster size c (powers of two up to the device's largest) and
-#      1 or 2 blocks per SM, the slice is P = ceil(vecs / c) vectors; threads
-#      and vpt are the pair whose threads * vpt holds P with the least waste
-#      (fill >= MIN_FILL), vpt nearest VPT_TARGET, within the register budget
-#      (4 registers per vector + OTHER_REGISTERS <= 65536 / threads per SM);
-#      stages: as many as fit the block's shared memory, at most MAX_STAGES and
-#      beyond the first only within STAGES_BYTES;
-#   2. of those, the one with the least estimated time: rounds of resident
-#      clusters (plus one to fill and drain the pipeline) x the slice each
-#      block moves per round x blocks sharing an SM, with the measured extra
-#      cost of large clusters (CLUSTER_COST; clusters of 16 were 7-15 % slower
-#      than the rounds alone say); at equal estimates the smaller cluster and
-#      one block per SM win.
+# in registers, after a ring of `stages` shared-memory stages.  The rule, for
+# `rows` rows of `vecs` vectors (notes/TUNING.md has the measurements, runs 5
+# and 6 on the H200):
+#   1. cluster: the smallest power of two c_min whose slice P = ceil(vecs / c)
+#      fits one block (quack's cluster_n); for few rows also 2 * c_min, which
+#      gives more, shorter rounds (if its slices keep MIN_SLICE vectors);
+#   2. threads and vpt for the slice: at least MIN_THREADS_PER_SM threads per
+#      SM, within the register budget (4 registers per vector plus about 32);
+#      of the pairs filled to GOOD_FILL or more, vpt nearest VPT_TARGET, else
+#      the fullest;
+#   3. stages: one with a cluster (more stages with a cluster ran 1.2-1.7 x
+#      copy, one 1.06-1.10); without a cluster as many as fit, at most
+#      MAX_STAGES, beyond the first only within STAGES_BYTES;
+#   4. one or two blocks per SM and c_min or 2 * c_min: the least estimated
+#      time, rounds of resident clusters (plus one to fill and drain the
+#      pipeline) x the slice a block moves per round x blocks sharing an SM,
+#      x (1 + LARGER_CLUSTER_COST) for 2 * c_min; ties go to the first of
+#      (c_min, one block per SM), (c_min, two), (2 * c_min, one), (2 * c_min, two).
 VECTOR_BYTES = 16  # every kernel moves 16-byte vectors (4 fp32, 8 fp16/bf16 elements)
 REGISTERS_PER_SM = 65536  # every sm_70+ device
 OTHER_REGISTERS = 32  # registers per thread besides the row (indices, reductions)
 OTHER_REGISTERS_ONE_BLOCK = 40  # the same for clusters of one block (measured with ptxas: 1-8 more)
 MAX_VPT = 24  # vectors per thread in registers (8 x 512 x 24 is the measured best at 393216)
 VPT_TARGET = 16
-MIN_FILL = 0.9
-MIN_THREADS_PER_SM = 512  # fewer cannot keep an SM's loads and stores in flight (run5: 256 gave 1.28-1.33 x copy)
-MIN_SLICE = 1024  # vectors per block (16 KB) below which a row is not split further
+GOOD_FILL = 0.93
+MIN_FILL = 0.9  # what every derived plan reaches (tests/test_variants.py)
+MIN_THREADS_PER_SM = 512  # run5: clusters of 256-thread blocks, one per SM, ran 1.28-1.33 x copy
+MIN_SLICE = 1024  # vectors (16 KB): slices no shorter are not split over a larger cluster
 MAX_STAGES = 3
 STAGES_BYTES = 128 * 1024
 SMEM_RESERVED = 1024 + 512  # per block: the driver's 1 KB and the kernel's static shared memory
 MAX_CLUSTER = 16  # Hopper, with the non-portable cluster size allowed
-CLUSTER_COST = {1: 0.0, 2: 0.0, 4: 0.0, 8: 0.02, 16: 0.12}  # measured extra time by cluster size (run5)
-SHARED_SM_COST = 0.0  # per extra block on an SM (run5: two blocks of 256 matched or beat one of 512)
+LARGER_CLUSTER_COST = 0.10  # run5/6: 8 vs 4 at 151936 +12 %, 16 vs 8 at 393216 +10-17 % beyond the rounds
+CLUSTER_COST = {1: 0.0, 2: 0.0, 4: 0.0, 8: 0.0, 16: 0.10}  # long_row's measured extra cost of clusters of 16
 _NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
 
 
@@ -219,65 +223,79 @@ def _smem_budget(dev: DeviceInfo, blocks_per_sm: int) -> int:
 
 
 def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TARGET,
-                cluster: int = 2) -> tuple[int, int] | None:
-    """(threads, vpt) for a slice of `per_block` vectors: the pair within the
-    register budget whose capacity holds the slice, filled to at least MIN_FILL
-    where any pair is, with vpt nearest vpt_target; None if none holds it.
-    At least MIN_THREADS_PER_SM threads per SM, unless the slice is too short."""
+                cluster: int = 2, smem_budget: int = 1 << 30) -> tuple[int, int] | None:
+    """(threads, vpt) for a slice of `per_block` vectors, or None if no block
+    holds it: at least MIN_THREADS_PER_SM / blocks_per_sm threads (fewer only
+    for shorter slices), within the register budget and a stage of at most
+    `smem_budget` bytes; of the pairs filled to GOOD_FILL, vpt nearest
+    vpt_target (then the fuller), else the fullest pair."""
     best, best_key = None, None
     fewest = min(MIN_THREADS_PER_SM // blocks_per_sm, -(-per_block // 32) * 32)
     for threads in range(fewest, 1025, 32):
         vpt = max(1, -(-per_block // threads))
-        if vpt > _max_vpt(threads, blocks_per_sm, cluster):
+        if vpt > _max_vpt(threads, blocks_per_sm, cluster) or threads * vpt * VECTOR_BYTES > smem_budget:
             continue
         fill = per_block / (threads * vpt)
-        key = (fill >= MIN_FILL, -abs(vpt - vpt_target), fill, threads)
+        key = (fill >= GOOD_FILL, -abs(vpt - vpt_target) if fill >= GOOD_FILL else 0, fill, threads)
         if best_key is None or key > best_key:
             best, best_key = (threads, vpt), key
     return best
 
 
+def _config_for(vecs: int, cluster: int, blocks_per_sm: int, dev: DeviceInfo,
+                vpt_target: int = VPT_TARGET) -> ClusterConfig | None:
+    """Steps 2 and 3 of the rule for one cluster size and blocks per SM."""
+    budget = _smem_budget(dev, blocks_per_sm)
+    shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster, budget)
+    if shape is None:
+        return None
+    stage = shape[0] * shape[1] * VECTOR_BYTES
+    stages = 1 if cluster > 1 else max(1, min(MAX_STAGES, budget // stage, STAGES_BYTES // stage))
+    return ClusterConfig(cluster, *shape, stages, blocks_per_sm)
+
+
 def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
                            vpt_target: int = VPT_TARGET) -> list[ClusterConfig]:
-    """Every (cluster, blocks per SM) configuration that holds rows of `cols` on `dev`."""
+    """The configurations step 4 chooses from: the smallest cluster that holds
+    rows of `cols` on `dev` and the next, one or two blocks per SM."""
     vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
+    sizes = [c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and _config_for(vecs, c, 1, dev, vpt_target)]
+    sizes = sizes[:1] + [c for c in sizes[1:2] if vecs // c >= MIN_SLICE]
     found = []
-    for cluster in (1, 2, 4, 8, 16):
-        if cluster > MAX_CLUSTER or (cluster > 1 and cluster * MIN_SLICE > vecs):
-            continue
-        for blocks_per_sm in (1, 2):  # in this order: ties go to one block per SM
-            shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster)
-            budget = _smem_budget(dev, blocks_per_sm)
-            if shape is None or shape[0] * shape[1] * VECTOR_BYTES > budget:
-                continue
-            stage = shape[0] * shape[1] * VECTOR_BYTES
-            stages = max(1, min(MAX_STAGES, budget // stage, STAGES_BYTES // stage))
-            found.append(ClusterConfig(cluster, *shape, stages, blocks_per_sm))
+    for cluster in sizes:
+        for blocks_per_sm in (1, 2):
+            config = _config_for(vecs, cluster, blocks_per_sm, dev, vpt_target)
+            if config is not None:
+                found.append(config)
     return found
 
 
 def estimated_groups(config, dev: DeviceInfo) -> int:
     """Resident clusters, estimated without the driver: clusters of 4 or more
-    blocks lose about 7 % to the GPC layout (run5 on the H200: 30 of 4, 15 of 8,
-    7 of 16 at one block per SM; 62, 30 and 14 at two)."""
+    blocks lose about 7 % of the SMs to the GPC layout (runs 5 and 6 on the
+    H200: 30 of 4, 15 of 8, 7 of 16 at one block per SM; 62, 30 and 14 at two)."""
     usable = dev.sm_count * config.blocks_per_sm * (0.93 if config.cluster >= 4 else 1.0)
     return max(1, int(usable) // config.cluster)
 
 
-def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, groups: int | None = None) -> float:
+def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, groups: int | None = None,
+              smallest_cluster: int | None = None) -> float:
     """Estimated time, in vectors moved by one block: rounds x slice x blocks per SM."""
     vecs = max(1, -(-cols * ITEMSIZE // VECTOR_BYTES))
     rounds = -(-rows // (groups or estimated_groups(config, dev))) + 1
     per_block = -(-vecs // config.cluster)
-    return (rounds * per_block * config.blocks_per_sm * (1 + CLUSTER_COST[config.cluster])
-            * (1 + SHARED_SM_COST * (config.blocks_per_sm - 1)))
+    larger = config.cluster > (smallest_cluster or config.cluster)
+    return rounds * per_block * config.blocks_per_sm * (1 + (LARGER_CLUSTER_COST if larger else 0.0))
 
 
 def single_read_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE,
                        vpt_target: int = VPT_TARGET) -> ClusterConfig | None:
     """single_read's configuration for `rows` rows of `cols` elements on `dev`, or None."""
     found = single_read_candidates(cols, dev, itemsize, vpt_target)
-    return min(found, key=lambda c: plan_cost(c, rows, cols, dev), default=None)
+    if not found:
+        return None
+    smallest = found[0].cluster
+    return min(found, key=lambda c: plan_cost(c, rows, cols, dev, smallest_cluster=smallest))
 
 
 def single_read_kernel(config: ClusterConfig, dev: DeviceInfo) -> cupy.RawKernel:
@@ -570,13 +588,15 @@ def get_variant(name: str) -> Variant:
 # stay in L1/L2 between passes, so three_pass moves no more device memory than
 # one read there and has the least overhead.  Longer rows go to single_read
 # where the device has it (its plan depends on rows, row length and device),
-# past what a cluster holds to long_row, and without Hopper to the two-read
-# algorithms (split over blocks for very long rows).
+# and past what a cluster holds (or without Hopper) to the two-read
+# algorithms, split over blocks for very long rows.  long_row, which reads
+# most of a long row once, measured slower than multi_block on the H200 (runs
+# 5 and 6: 1.65-2.0 against 1.55 x copy), so auto does not pick it yet.
 AUTO_RULES = (
     (WARP_ROW_COLS, ("single_read", "three_pass")),
     (4096, ("three_pass",)),
     (65536, ("single_read", "two_pass")),
-    (math.inf, ("single_read", "long_row", "multi_block")),
+    (math.inf, ("single_read", "multi_block")),
 )
 
 

@@ -161,4 +161,4 @@ def test_auto_candidate_takes_the_traffic_of_the_variant_it_picks():
     c = bench.auto_candidate(*bench.HEADLINE, h200)
     assert (c.name, c.kind, c.reads, c.writes) == ("auto", "variant", 1, 1) and "single_read" in c.model
     long_rows = bench.auto_candidate(256, 1 << 22, h200)
-    assert (long_rows.reads, long_rows.writes) == (1, 1) and "long_row" in long_rows.model
+    assert (long_rows.reads, long_rows.writes) == (2, 1) and "multi_block" in long_rows.model
