@@ -102,21 +102,19 @@ def candidates(rows: int, cols: int, dev, plan_only: bool = False):
             out += [(f"lr {c.label()}", "long_row", {"config": c}) for c in V.long_row_candidates(dev)]
     else:
         plan = V.long_row_config(cols, dev, rows)
-        out.append((f"lr {plan.label()} (plan)", "long_row", {"config": plan}))
-        for c in V.long_row_candidates(dev):
-            if c != plan and not plan_only:
-                out.append((f"lr {c.label()}", "long_row", {"config": c}))
-        out.append(("multi_block", "multi_block", {}))
+        out.append(("multi_block (auto's choice)", "multi_block", {}))
+        if not plan_only:
+            out += [(f"lr {c.label()}", "long_row", {"config": c}) for c in V.long_row_candidates(dev)]
     return out
 
 
-def precompile(shapes, dev):
+def precompile(shapes, dev, plans=False):
     """Builds every candidate's kernel up front, several at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
     jobs = []
     for rows, cols, xo, yo in shapes:
-        for _, name, knobs in candidates(rows, cols, dev, plan_only=xo != 0 or yo != 0):
+        for _, name, knobs in candidates(rows, cols, dev, plan_only=plans or xo != 0 or yo != 0):
             cfg = knobs.get("config")
             if cfg is not None:
                 jobs.append((V.single_read_kernel if name == "single_read" else V.long_row_kernel, cfg))
@@ -130,11 +128,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--plans", action="store_true", help="time only auto and the derived plan of each shape")
     args = ap.parse_args()
     dev = softmax_lab.device_info()
     print(dev, flush=True)
     stream = cp.cuda.get_current_stream()
-    precompile(QUICK if args.quick else SHAPES, dev)
+    precompile(QUICK if args.quick else SHAPES, dev, args.plans)
     doc = {"device": dev.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "command": " ".join(sys.argv), "repeats": REPEATS, "results": []}
     summary = []
@@ -170,7 +169,7 @@ def main():
             return entry
 
         auto = record("auto", lambda a, b: lambda: softmax_lab.softmax(a, out=b))
-        for label, name, knobs in candidates(rows, cols, dev, plan_only=xo != 0 or yo != 0):
+        for label, name, knobs in candidates(rows, cols, dev, plan_only=args.plans or xo != 0 or yo != 0):
             extra = {}
             try:
                 launch = V.get_variant(name).prepare(shape, dev, **knobs)

@@ -196,31 +196,21 @@ __device__ __forceinline__ void store4(const RowSpan& r, i64 v, float4 val) {
     }
 }
 
-// Body vector j of the row, from lane l of a warp that holds vectors j0 + l
-// (consecutive across the lanes; `valid` true for a prefix of the lanes).
-// Every lane of the warp must call it (it shuffles).  With y_shift = d > 0,
-// output float e of the body lands on a 16-byte boundary when e % 4 == 4 - d,
-// so lane l stores the aligned vector made of the last d floats of its own
-// vector and the first 4 - d of lane l + 1's; the warp's first lane stores its
-// first 4 - d floats and its last valid lane its last d floats one by one.
-// Per warp: 31 16-byte stores and 4 scalar ones for 32 vectors.
+// Body vector j of the row (`val`; `next` is vector j + 1) stored at the
+// alignment of y.  With y_shift = d > 0, output float e of the body lands on a
+// 16-byte boundary when e % 4 == 4 - d, so vector j contributes the aligned
+// vector made of its last d floats and the first 4 - d of vector j + 1 (when
+// j + 1 is stored by the same call sequence: `next_valid`), else its last d
+// floats one by one; `first` (the first vector of a run) also stores its first
+// 4 - d floats one by one.  So a run of vectors is written with 16-byte
+// stores except for at most 3 + 3 floats at its ends.
 template <bool EVICT_LAST = false>
-__device__ __forceinline__ void store4_warp(const RowSpan& r, i64 j, float4 val, bool valid) {
+__device__ __forceinline__ void store_shifted(const RowSpan& r, i64 j, float4 val, float4 next, bool next_valid,
+                                              bool first) {
     float* p = r.y + r.head + 4 * j;
-    const int d = r.y_shift;  // the same for the whole warp
-    if (d == 0) {
-        if (valid) store_vec<EVICT_LAST>(p, val);
-        return;
-    }
-    const unsigned lane = threadIdx.x & 31;
-    float4 next;
-    next.x = __shfl_down_sync(0xffffffffu, val.x, 1);
-    next.y = __shfl_down_sync(0xffffffffu, val.y, 1);
-    next.z = __shfl_down_sync(0xffffffffu, val.z, 1);
-    const bool next_valid = __shfl_down_sync(0xffffffffu, (int)valid, 1) && lane < 31;
-    if (!valid) return;
+    const int d = r.y_shift;
     const float a[4] = {val.x, val.y, val.z, val.w};
-    if (lane == 0) {  // the floats before this warp's first boundary
+    if (first) {
 #pragma unroll
         for (int c = 0; c < 3; ++c)
             if (c < 4 - d) p[c] = a[c];
@@ -231,12 +221,34 @@ __device__ __forceinline__ void store4_warp(const RowSpan& r, i64 j, float4 val,
         else if (d == 2) out = make_float4(val.z, val.w, next.x, next.y);
         else out = make_float4(val.y, val.z, val.w, next.x);
         store_vec<EVICT_LAST>(p + 4 - d, out);
-    } else {  // the floats after this warp's last boundary
+    } else {
 #pragma unroll
         for (int c = 1; c < 4; ++c)
             if (c >= 4 - d) p[c] = a[c];
     }
 }
+
+// store_shifted for a warp whose lanes hold consecutive body vectors j0 + l
+// (`valid` true for a prefix of the lanes): vector j + 1 comes from the next
+// lane by a shuffle, and each warp's 32 vectors are one run (31 16-byte
+// stores and up to 6 single floats).  Every lane of the warp must call it.
+template <bool EVICT_LAST = false>
+__device__ __forceinline__ void store4_warp(const RowSpan& r, i64 j, float4 val, bool valid) {
+    if (r.y_shift == 0) {
+        if (valid) store_vec<EVICT_LAST>(r.y + r.head + 4 * j, val);
+        return;
+    }
+    const unsigned lane = threadIdx.x & 31;
+    float4 next;
+    next.x = __shfl_down_sync(0xffffffffu, val.x, 1);
+    next.y = __shfl_down_sync(0xffffffffu, val.y, 1);
+    next.z = __shfl_down_sync(0xffffffffu, val.z, 1);
+    next.w = 0.f;
+    const bool next_valid = __shfl_down_sync(0xffffffffu, (int)valid, 1) && lane < 31;
+    if (valid) store_shifted<EVICT_LAST>(r, j, val, next, next_valid, lane == 0);
+}
+
+__device__ __forceinline__ float4 mul4(float4 v, float s) { return make_float4(v.x * s, v.y * s, v.z * s, v.w * s); }
 
 __device__ __forceinline__ float4 scale4(float4 v, float m, float inv_sum) {
     return make_float4(exp_approx(v.x - m) * inv_sum, exp_approx(v.y - m) * inv_sum,

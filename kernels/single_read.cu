@@ -17,7 +17,9 @@
 //      distributed shared memory and merges them in a fixed order (the same
 //      in every block, so every block gets bitwise the same (M, S));
 //   5. y = e * e^(m_t - M) / S, stored with 16-byte stores at any alignment
-//      of y (store4_warp realigns the vectors with warp shuffles).  Loads and stores
+//      of y: where y is not aligned like x, each stored vector is made of two
+//      neighbouring ones (warp shuffles, and shared memory across warps), so
+//      only the 3 + 3 floats at a slice's ends are stored one by one.  Loads and stores
 //      carry an L2 evict-last policy (measured faster, notes/TUNING.md).
 //
 // Traffic: 1 read + 1 write = 8 bytes per fp32 element.
@@ -47,6 +49,7 @@
 #endif
 
 #define SR_CAPACITY (SR_THREADS * SR_VPT)  // float4 vectors a block holds per row
+#define SR_WARPS (SR_THREADS / 32)
 #ifndef SR_SMEM_LIMIT
 #define SR_SMEM_LIMIT 232448  // shared memory a block may opt in to on sm_90
 #endif
@@ -58,8 +61,8 @@ static_assert(SR_CLUSTER >= 1 && SR_CLUSTER <= 16 && (SR_CLUSTER & (SR_CLUSTER -
 static_assert(SR_THREADS % 32 == 0 && SR_THREADS >= 32 && SR_THREADS <= 1024,
               "whole warps (the block reductions and store4_warp), at most 1024 threads");
 static_assert(SR_VPT >= 1 && SR_STAGES >= 1 && SR_BLOCKS_PER_SM >= 1, "positive sizes");
-static_assert((long long)SR_STAGES * SR_CAPACITY * 16 + 1024 <= SR_SMEM_LIMIT,
-              "the stages must fit in the shared memory of a block");
+static_assert((long long)SR_STAGES * SR_CAPACITY * 16 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
+              "the stages (and 1/32 of a stage for realigned stores) must fit in the shared memory of a block");
 // Registers: an SM's 4 partitions hold 16384 each and take the warps in turn.
 #define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
 #define SR_REGISTER_BUDGET (16384 / (32 * SR_WARPS_PER_PARTITION) / 8 * 8)
@@ -97,6 +100,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
     __shared__ __align__(8) unsigned long long full[SR_STAGES];
     __shared__ MaxSum published[2];  // this block's pair, by row parity
     __shared__ MaxSum scratch[32];
+    __shared__ float4 firsts[SR_VPT][SR_WARPS];  // each warp's first output vector, for realigned stores
 
     const unsigned rank = cluster_rank<SR_CLUSTER>();
     const i64 cluster = blockIdx.x / SR_CLUSTER, clusters = gridDim.x / SR_CLUSTER;
@@ -167,10 +171,40 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // elements are -inf: e^(m - M) is 0, or NaN when the whole row is -inf.
         const float scale = exp_approx(m - total.max) * (1.f / total.sum);
 #pragma unroll
-        for (int k = 0; k < SR_VPT; ++k) {
-            const i64 j = t + k * SR_THREADS;
-            store4_warp<true>(s.r, s.v0 + j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale),
-                              j < s.vecs);
+        for (int k = 0; k < SR_VPT; ++k) v[k] = mul4(v[k], scale);
+        if (s.r.y_shift == 0) {
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k) {
+                const i64 j = t + k * SR_THREADS;
+                if (j < s.vecs) store_vec<true>(s.r.y + s.r.head + 4 * (s.v0 + j), v[k]);
+            }
+        } else {
+            // y is not aligned like x (the whole block takes this branch): the
+            // slice is one run of store_shifted, vector j + 1 from the next
+            // lane, or for a warp's last lane from the next warp's first
+            // vector (published in `firsts`; the block's last warp takes
+            // thread 0's vector of the next k).
+            const unsigned lane = t & 31, warp = t >> 5;
+            if (lane == 0) {
+#pragma unroll
+                for (int k = 0; k < SR_VPT; ++k) firsts[k][warp] = v[k];
+            }
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k) {
+                const i64 j = t + k * SR_THREADS;
+                const float4 val = v[k];
+                float4 next;
+                next.x = __shfl_down_sync(0xffffffffu, val.x, 1);
+                next.y = __shfl_down_sync(0xffffffffu, val.y, 1);
+                next.z = __shfl_down_sync(0xffffffffu, val.z, 1);
+                next.w = 0.f;
+                if (lane == 31) {
+                    if (warp + 1 < SR_WARPS) next = firsts[k][warp + 1];
+                    else if (k + 1 < SR_VPT) next = firsts[(k + 1) % SR_VPT][0];
+                }
+                if (j < s.vecs) store_shifted<true>(s.r, s.v0 + j, val, next, j + 1 < s.vecs, j == 0);
+            }
         }
         if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = scalar * scale;
     }
@@ -223,10 +257,25 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         }
         // e^(base - m) is 1, or NaN-making inf when the whole row is -inf.
         const float scale = exp_approx(base - m) / warp_sum(sum);
+        if (r.y_shift == 0) {
 #pragma unroll
-        for (int k = 0; k < SR_WARP_VPT; ++k) {
-            const i64 j = lane + 32 * k;
-            store4_warp<true>(r, j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale), j < r.vecs);
+            for (int k = 0; k < SR_WARP_VPT; ++k) {
+                const i64 j = lane + 32 * k;
+                if (j < r.vecs) store_vec<true>(r.y + r.head + 4 * j, mul4(v[k], scale));
+            }
+        } else {  // the row is one run of store_shifted: lane 31 takes lane 0's vector of the next k
+#pragma unroll
+            for (int k = 0; k < SR_WARP_VPT; ++k) {
+                const i64 j = lane + 32 * k;
+                const float4 val = mul4(v[k], scale), after = mul4(v[(k + 1) % SR_WARP_VPT], scale);
+                const int from = lane == 31 ? 0 : lane + 1;
+                float4 next;
+                next.x = __shfl_sync(0xffffffffu, lane == 31 ? after.x : val.x, from);
+                next.y = __shfl_sync(0xffffffffu, lane == 31 ? after.y : val.y, from);
+                next.z = __shfl_sync(0xffffffffu, lane == 31 ? after.z : val.z, from);
+                next.w = 0.f;
+                if (j < r.vecs) store_shifted<true>(r, j, val, next, j + 1 < r.vecs, j == 0);
+            }
         }
         if (owns_scalar) r.y[scalar_index(r, lane)] = scalar * scale;
     }

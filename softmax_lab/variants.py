@@ -217,6 +217,12 @@ def _max_vpt(threads: int, blocks_per_sm: int, cluster: int = 2) -> int:
     return min(MAX_VPT, (_register_budget(threads, blocks_per_sm) - _other_registers(cluster)) // 4)
 
 
+def _block_smem(threads: int, vpt: int, stages: int) -> int:
+    """single_read's shared memory beyond SMEM_RESERVED: the stages, and each
+    warp's first vector per k for realigned stores (1/32 of a stage)."""
+    return stages * threads * vpt * VECTOR_BYTES + threads * vpt // 2
+
+
 def _smem_budget(dev: DeviceInfo, blocks_per_sm: int) -> int:
     """Dynamic shared memory one block may take when `blocks_per_sm` share an SM."""
     return min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // blocks_per_sm) - SMEM_RESERVED
@@ -233,7 +239,7 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
     fewest = min(MIN_THREADS_PER_SM // blocks_per_sm, -(-per_block // 32) * 32)
     for threads in range(fewest, 1025, 32):
         vpt = max(1, -(-per_block // threads))
-        if vpt > _max_vpt(threads, blocks_per_sm, cluster) or threads * vpt * VECTOR_BYTES > smem_budget:
+        if vpt > _max_vpt(threads, blocks_per_sm, cluster) or _block_smem(threads, vpt, 1) > smem_budget:
             continue
         fill = per_block / (threads * vpt)
         key = (fill >= GOOD_FILL, -abs(vpt - vpt_target) if fill >= GOOD_FILL else 0, fill, threads)
@@ -250,7 +256,8 @@ def _config_for(vecs: int, cluster: int, blocks_per_sm: int, dev: DeviceInfo,
     if shape is None:
         return None
     stage = shape[0] * shape[1] * VECTOR_BYTES
-    stages = 1 if cluster > 1 else max(1, min(MAX_STAGES, budget // stage, STAGES_BYTES // stage))
+    fit = max(s for s in range(1, MAX_STAGES + 1) if s == 1 or _block_smem(*shape, s) <= budget)
+    stages = 1 if cluster > 1 else max(1, min(fit, STAGES_BYTES // stage))
     return ClusterConfig(cluster, *shape, stages, blocks_per_sm)
 
 
@@ -360,7 +367,7 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
         raise CannotRun(f"variant 'single_read' holds rows of at most {_single_read_limit(dev)} elements "
                         f"on {dev.name}; got {shape.cols}")
     if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
-            config.smem_bytes + SMEM_RESERVED > dev.smem_optin_bytes:
+            _block_smem(config.threads, config.vpt, config.stages) + SMEM_RESERVED > dev.smem_optin_bytes:
         raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
     return _cluster_launcher(single_read_kernel(config, dev), config, shape, dev, groups, "single_read")
 
@@ -368,7 +375,7 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
 def _single_read_limit(dev: DeviceInfo) -> int:
     """The longest fp32 row single_read holds on `dev`: the largest cluster, the
     largest slice a block holds in registers (within its shared memory)."""
-    per_block = max((t * min(_max_vpt(t, 1), _smem_budget(dev, 1) // (t * VECTOR_BYTES))
+    per_block = max((t * min(_max_vpt(t, 1), _smem_budget(dev, 1) * 2 // (t * (2 * VECTOR_BYTES + 1)))
                      for t in range(MIN_THREADS_PER_SM, 1025, 32)), default=0)
     return MAX_CLUSTER * per_block * VECTOR_BYTES // ITEMSIZE
 
@@ -380,7 +387,7 @@ def _single_read_limit(dev: DeviceInfo) -> int:
 # the rest twice (the second time mostly from L2).  The cluster size: the one
 # with the least estimated time (long_row_cost).
 LONG_ROW_THREADS_PER_SM = 512
-LONG_ROW_VPT = 16  # the register part; 16 + LONG_ROW_UNROLL vectors in flight stays within 128 registers
+LONG_ROW_VPT = 12  # the register part: 12 + LONG_ROW_UNROLL vectors in flight compile without spills at 128 registers
 LONG_ROW_UNROLL = 4
 
 

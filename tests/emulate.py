@@ -169,3 +169,123 @@ ALGORITHMS = {
     "single_read": single_read,
     "single_read_warp": single_read_warp,
 }
+
+
+def store_shifted(out, writes, j, val, nxt, next_valid, first, d):
+    """common.cuh store_shifted: body vector j into `out` (the body, y + head)
+    at shift d; `writes` counts every float written and records vector stores."""
+    p = 4 * j
+    if first:
+        for c in range(4 - d):
+            out[p + c] = val[c]
+            writes["floats"][p + c] += 1
+    if next_valid:
+        aligned = np.concatenate([val[4 - d:], nxt[: 4 - d]])
+        out[p + 4 - d : p + 8 - d] = aligned
+        writes["floats"][p + 4 - d : p + 8 - d] += 1
+        writes["vectors"].append(p + 4 - d)
+    else:
+        for c in range(4 - d, 4):
+            out[p + c] = val[c]
+            writes["floats"][p + c] += 1
+
+
+def realigned_block_stores(body, v0, vecs, threads, vpt, d):
+    """single_read.cu's realigned store of one block's slice (vectors [v0, v0 +
+    vecs) of `body`, held by thread t as vectors t + k * threads): lane l + 1's
+    vector by shuffle, a warp's last lane takes the next warp's first vector
+    from `firsts`, the block's last warp thread 0's vector of the next k."""
+    warps = threads // 32
+    n = 4 * len(body) + 8
+    out = np.full(n, np.nan, dtype=F32)
+    writes = {"floats": np.zeros(n, dtype=int), "vectors": []}
+    held = np.zeros((vpt, threads, 4), dtype=F32)
+    for k in range(vpt):
+        for t in range(threads):
+            if t + k * threads < vecs:
+                held[k, t] = body[v0 + t + k * threads]
+    firsts = held[:, ::32]  # [k][warp]
+    for k in range(vpt):
+        for t in range(threads):
+            j = t + k * threads
+            lane, warp = t % 32, t // 32
+            if lane < 31:
+                nxt = held[k, t + 1]
+            elif warp + 1 < warps:
+                nxt = firsts[k, warp + 1]
+            elif k + 1 < vpt:
+                nxt = firsts[k + 1, 0]
+            else:
+                nxt = np.zeros(4, F32)
+            if j < vecs:
+                store_shifted(out, writes, v0 + j, held[k, t], nxt, j + 1 < vecs, j == 0, d)
+    return out, writes
+
+
+def realigned_warp_stores(body, vpt, d):
+    """single_read_warp's realigned store: lane 31 takes lane 0's vector of the next k."""
+    n = 4 * len(body) + 8
+    out = np.full(n, np.nan, dtype=F32)
+    writes = {"floats": np.zeros(n, dtype=int), "vectors": []}
+    held = np.zeros((vpt, 32, 4), dtype=F32)
+    for k in range(vpt):
+        for lane in range(32):
+            if lane + 32 * k < len(body):
+                held[k, lane] = body[lane + 32 * k]
+    for k in range(vpt):
+        for lane in range(32):
+            j = lane + 32 * k
+            nxt = held[k, lane + 1] if lane < 31 else held[(k + 1) % vpt, 0]
+            if j < len(body):
+                store_shifted(out, writes, j, held[k, lane], nxt, j + 1 < len(body), j == 0, d)
+    return out, writes
+
+
+def long_row_parts(vecs, cluster, threads, vpt, smem_vpt, rank):
+    """long_row.cu long_slice(): (v0, S, R, G) vector counts of block `rank`."""
+    per_block = -(-vecs // cluster)
+    v0 = min(rank * per_block, vecs)
+    n = min(per_block, vecs - v0)
+    s = min(n, threads * smem_vpt)
+    r = min(n - s, threads * vpt)
+    return v0, s, r, n - s - r
+
+
+def long_row(row, misalign=0, threads=32, cluster=4, vpt=2, smem_vpt=3, unroll=4):
+    """long_row.cu: per block, online (max, sum) over G, max over S, R and G's
+    max, e in place for S and R; block and cluster merges; y = e * e^(m - M) / S
+    for S and R, e^(x - M) / S for G (re-read)."""
+    body, scalars = split(row, misalign)
+    head, vecs = row_span(len(row), misalign)
+    out = np.empty_like(row)
+    blocks = []
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for rank in range(cluster):
+            v0, s, r, g = long_row_parts(len(body), cluster, threads, vpt, smem_vpt, rank)
+            g_vecs = body[v0 + s + r : v0 + s + r + g]
+            gm, gs = online_threads(g_vecs, scalars[:0], threads)
+            on_chip = thread_vectors(body[v0 : v0 + s + r], threads)
+            sc = np.full(threads, NEG_INF, dtype=F32)
+            if rank == 0:
+                sc[: len(scalars)] = scalars
+            m = np.fmax(np.fmax(gm, np.fmax.reduce(on_chip, axis=(0, 2))), sc).astype(F32)
+            base = exp_base(m)
+            e = exp_approx(on_chip - base[None, :, None])
+            e_sc = exp_approx(sc - base)
+            total = (gs * exp_approx(gm - base) + e.sum(axis=(0, 2), dtype=F32) + e_sc).astype(F32)
+            blocks.append((v0, s + r, g, m, e, e_sc, block_merge(m, total)))
+        big_m, big_s = merge_all([b[-1] for b in blocks])
+        for rank, (v0, on, g, m, e, e_sc, _) in enumerate(blocks):
+            scale = (exp_approx(m - big_m) * (F32(1) / big_s)).astype(F32)
+            y = (e * scale[None, :, None]).reshape(-1, 4)[:on]
+            out[head + 4 * v0 : head + 4 * (v0 + on)] = y.reshape(-1)
+            gx = body[v0 + on : v0 + on + g]
+            out[head + 4 * (v0 + on) : head + 4 * (v0 + on + g)] = (exp_approx(gx - exp_base(big_m)) * (F32(1) / big_s)).reshape(-1)
+            if rank == 0 and len(scalars):
+                y_sc = e_sc * scale
+                out[:head] = y_sc[:head]
+                out[head + 4 * vecs :] = y_sc[head : len(scalars)]
+    return out
+
+
+ALGORITHMS["long_row"] = long_row

@@ -73,7 +73,8 @@ def test_derived_plans_hold_fill_and_fit(dev, rows):
         assert -(-vecs // c.cluster) <= c.threads * c.vpt  # the row fits
         # and fills the configuration (whole warps cannot fill slices of a few hundred vectors exactly)
         assert vecs / c.capacity_vecs >= (0.9 if vecs >= 512 else 0.85), (cols, rows, c)
-        assert c.smem_bytes + V.SMEM_RESERVED <= min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // c.blocks_per_sm)
+        smem = V._block_smem(c.threads, c.vpt, c.stages) + V.SMEM_RESERVED
+        assert smem <= min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // c.blocks_per_sm)
         assert 4 * c.vpt + V.OTHER_REGISTERS <= _registers(c)
 
 
