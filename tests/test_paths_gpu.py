@@ -128,17 +128,17 @@ def test_long_row_special_values():
     assert relative_error(cp.asnumpy(y), ref) < 1e-5
 
 
-def test_long_row_beyond_2_31_elements():
+@pytest.mark.parametrize("name, rows, cols", [("single_read", 5462, 393216), ("long_row", 520, 1 << 22)])
+def test_beyond_2_31_elements(name, rows, cols):  # 2.15e9 and 2.18e9 elements
     _hopper()
     cp = _cp()
-    rows, cols = 520, 1 << 22  # 2.18e9 elements
     try:
         x = cp.random.standard_normal((rows, cols), dtype=cp.float32)
         y = cp.full((rows, cols), cp.nan, dtype=cp.float32)
     except cp.cuda.memory.OutOfMemoryError:
         pytest.skip("not enough device memory")
-    _run("long_row", x, y, y)
-    _check_rows(y, x, rows=[0, 1, 257, 511, 512, 518, 519])
+    _run(name, x, y, y)
+    _check_rows(y, x, rows=[0, 1, rows // 2, rows - 9, rows - 2, rows - 1])
     del x, y
     cp.get_default_memory_pool().free_all_blocks()
 
