@@ -257,25 +257,14 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         }
         // e^(base - m) is 1, or NaN-making inf when the whole row is -inf.
         const float scale = exp_approx(base - m) / warp_sum(sum);
-        if (r.y_shift == 0) {
+        // A warp's 32 vectors are one run of store_shifted (store4_warp).  (A
+        // whole-row run, lane 31 taking lane 0's vector of the next k, must have
+        // lane 0 *provide* that vector to the shuffle: run7 shows the first try,
+        // where lane 31 asked for it, wrong; kept per warp until measured.)
 #pragma unroll
-            for (int k = 0; k < SR_WARP_VPT; ++k) {
-                const i64 j = lane + 32 * k;
-                if (j < r.vecs) store_vec<true>(r.y + r.head + 4 * j, mul4(v[k], scale));
-            }
-        } else {  // the row is one run of store_shifted: lane 31 takes lane 0's vector of the next k
-#pragma unroll
-            for (int k = 0; k < SR_WARP_VPT; ++k) {
-                const i64 j = lane + 32 * k;
-                const float4 val = mul4(v[k], scale), after = mul4(v[(k + 1) % SR_WARP_VPT], scale);
-                const int from = lane == 31 ? 0 : lane + 1;
-                float4 next;
-                next.x = __shfl_sync(0xffffffffu, lane == 31 ? after.x : val.x, from);
-                next.y = __shfl_sync(0xffffffffu, lane == 31 ? after.y : val.y, from);
-                next.z = __shfl_sync(0xffffffffu, lane == 31 ? after.z : val.z, from);
-                next.w = 0.f;
-                if (j < r.vecs) store_shifted<true>(r, j, val, next, j + 1 < r.vecs, j == 0);
-            }
+        for (int k = 0; k < SR_WARP_VPT; ++k) {
+            const i64 j = lane + 32 * k;
+            store4_warp<true>(r, j, mul4(v[k], scale), j < r.vecs);
         }
         if (owns_scalar) r.y[scalar_index(r, lane)] = scalar * scale;
     }

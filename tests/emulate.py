@@ -190,6 +190,18 @@ def store_shifted(out, writes, j, val, nxt, next_valid, first, d):
             writes["floats"][p + c] += 1
 
 
+def shfl(provided, src):
+    """__shfl_sync over a warp: lane l gets the value lane src[l] *provides*
+    (what each lane passes in, not what the reader would like)."""
+    return provided[np.asarray(src)]
+
+
+def shfl_down(provided, delta=1):
+    """__shfl_down_sync: lane l gets lane l + delta's value; lanes past the end keep their own."""
+    lanes = np.arange(32)
+    return shfl(provided, np.where(lanes + delta < 32, lanes + delta, lanes))
+
+
 def realigned_block_stores(body, v0, vecs, threads, vpt, d):
     """single_read.cu's realigned store of one block's slice (vectors [v0, v0 +
     vecs) of `body`, held by thread t as vectors t + k * threads): lane l + 1's
@@ -204,40 +216,35 @@ def realigned_block_stores(body, v0, vecs, threads, vpt, d):
         for t in range(threads):
             if t + k * threads < vecs:
                 held[k, t] = body[v0 + t + k * threads]
-    firsts = held[:, ::32]  # [k][warp]
+    firsts = held[:, ::32]  # [k][warp], written by each warp's lane 0
     for k in range(vpt):
-        for t in range(threads):
-            j = t + k * threads
-            lane, warp = t % 32, t // 32
-            if lane < 31:
-                nxt = held[k, t + 1]
-            elif warp + 1 < warps:
-                nxt = firsts[k, warp + 1]
-            elif k + 1 < vpt:
-                nxt = firsts[k + 1, 0]
-            else:
-                nxt = np.zeros(4, F32)
-            if j < vecs:
-                store_shifted(out, writes, v0 + j, held[k, t], nxt, j + 1 < vecs, j == 0, d)
+        for warp in range(warps):
+            nxt = shfl_down(held[k, 32 * warp : 32 * warp + 32])
+            nxt[31] = firsts[k, warp + 1] if warp + 1 < warps else (firsts[k + 1, 0] if k + 1 < vpt else nxt[31])
+            for lane in range(32):
+                t = 32 * warp + lane
+                j = t + k * threads
+                if j < vecs:
+                    store_shifted(out, writes, v0 + j, held[k, t], nxt[lane], j + 1 < vecs, j == 0, d)
     return out, writes
 
 
 def realigned_warp_stores(body, vpt, d):
-    """single_read_warp's realigned store: lane 31 takes lane 0's vector of the next k."""
+    """single_read_warp's store (store4_warp): each warp's 32 vectors (lane l
+    holds vector l + 32 k) are one run, vector j + 1 by a shuffle down."""
     n = 4 * len(body) + 8
     out = np.full(n, np.nan, dtype=F32)
     writes = {"floats": np.zeros(n, dtype=int), "vectors": []}
-    held = np.zeros((vpt, 32, 4), dtype=F32)
+    lanes = np.arange(32)
     for k in range(vpt):
+        j = lanes + 32 * k
+        valid = j < len(body)
+        held = np.where(valid[:, None], body[np.minimum(j, len(body) - 1)], 0).astype(F32)
+        nxt = shfl_down(held)
+        next_valid = shfl_down(valid) & (lanes < 31)
         for lane in range(32):
-            if lane + 32 * k < len(body):
-                held[k, lane] = body[lane + 32 * k]
-    for k in range(vpt):
-        for lane in range(32):
-            j = lane + 32 * k
-            nxt = held[k, lane + 1] if lane < 31 else held[(k + 1) % vpt, 0]
-            if j < len(body):
-                store_shifted(out, writes, j, held[k, lane], nxt, j + 1 < len(body), j == 0, d)
+            if valid[lane]:
+                store_shifted(out, writes, j[lane], held[lane], nxt[lane], next_valid[lane], lane == 0, d)
     return out, writes
 
 

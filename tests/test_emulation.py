@@ -89,7 +89,7 @@ def test_realigned_block_stores_write_every_float_once(threads, vpt, v0, vecs, d
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])
-@pytest.mark.parametrize("vecs, vpt", [(1, 1), (31, 1), (33, 2), (256, 8), (200, 8)])
+@pytest.mark.parametrize("vecs, vpt", [(1, 1), (31, 1), (32, 1), (33, 2), (256, 8), (200, 8)])
 def test_realigned_warp_stores_write_every_float_once(vecs, vpt, d):
     from emulate import realigned_warp_stores
 
@@ -97,7 +97,15 @@ def test_realigned_warp_stores_write_every_float_once(vecs, vpt, d):
     out, writes = realigned_warp_stores(body, vpt, d)
     assert (writes["floats"][: 4 * vecs] == 1).all() and writes["floats"].sum() == 4 * vecs
     assert np.array_equal(out[: 4 * vecs], body.reshape(-1))
-    assert len(writes["vectors"]) == vecs - 1
+    assert len(writes["vectors"]) == vecs - -(-vecs // 32)  # one run per warp: 31 of every 32 vectors
+
+
+def test_shuffle_gives_what_the_source_lane_provides():
+    from emulate import shfl
+
+    # lane 31 asking lane 0 gets what lane 0 passes in (run7's bug in a whole-row realignment)
+    provided = np.arange(32) * 10
+    assert shfl(provided, [(l + 1) % 32 for l in range(32)])[31] == 0
 
 
 @pytest.mark.parametrize("cluster", [1, 2, 4, 16])
