@@ -8,8 +8,10 @@ everything that depends only on the shape and the device (compiling, occupancy
 queries, grid sizes) and returns a launcher, `launcher(x_ptr, y_ptr, stream)`,
 that only launches; softmax_lab.api caches launchers, so a steady-state call is
 a lookup plus a launch.  prepare raises CannotRun where the variant cannot run
-the shape on the device.  The launch tables below are the tuning knobs;
-notes/TUNING.md says how they were chosen.
+the shape on the device.  single_read's plan is derived from rows, row length,
+element size and device by a short rule (its section below); the constants
+there and the small tables of the other variants are the tuning knobs, and
+notes/TUNING.md says how they were measured.
 """
 
 from __future__ import annotations
@@ -336,9 +338,17 @@ SINGLE_READ_CONFIGS = tuple(sorted({single_read_config(c, _H200, rows) for c in 
                                     for rows in (32, 132, 4096, 1 << 20)}, key=lambda c: c.capacity_vecs))
 
 
-def _cluster_launcher(kernel: cupy.RawKernel, config, shape: Shape, dev: DeviceInfo, groups: int | None,
+def _cluster_launcher(make_kernel: Callable, config, shape: Shape, dev: DeviceInfo, groups: int | None,
                       name: str) -> Launcher:
-    groups = min(shape.rows, groups or resident_groups(config, kernel, dev))
+    """A persistent launch of as many clusters as can be resident at once.  A
+    device that refuses the configuration (its cluster size, its shared memory,
+    no cluster resident: a small part, a MIG slice, a busy device) is CannotRun,
+    so that auto falls back to the next variant."""
+    try:
+        kernel = make_kernel(config, dev)
+        groups = min(shape.rows, groups or resident_groups(config, kernel, dev))
+    except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError, RuntimeError) as e:
+        raise CannotRun(f"variant {name!r}: {dev.name} cannot run {config}: {e}") from e
     if groups < 1:
         raise CannotRun(f"variant {name!r}: no cluster of {config} can be resident on {dev.name}")
     function, grid, block, smem = kernel.kernel, (groups * config.cluster,), (config.threads,), config.smem_bytes
@@ -369,7 +379,7 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
             _block_smem(config.threads, config.vpt, config.stages) + SMEM_RESERVED > dev.smem_optin_bytes:
         raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
-    return _cluster_launcher(single_read_kernel(config, dev), config, shape, dev, groups, "single_read")
+    return _cluster_launcher(single_read_kernel, config, shape, dev, groups, "single_read")
 
 
 def _single_read_limit(dev: DeviceInfo) -> int:
@@ -481,7 +491,7 @@ def _prepare_long_row(shape: Shape, dev: DeviceInfo, config: LongRowConfig | Non
     config = config or long_row_config(shape.cols, dev, shape.rows)
     if config is None or config.smem_bytes + SMEM_RESERVED > dev.smem_optin_bytes:
         raise CannotRun(f"variant 'long_row': {dev.name} has too little shared memory per block for {config}")
-    return _cluster_launcher(long_row_kernel(config, dev), config, shape, dev, groups, "long_row")
+    return _cluster_launcher(long_row_kernel, config, shape, dev, groups, "long_row")
 
 
 # --------------------------------------------------------------- the registry

@@ -163,3 +163,25 @@ def test_auto_rules_cover_every_length():
 def test_unknown_variant():
     with pytest.raises(ValueError, match="known: 'auto'"):
         get_variant("nope")
+
+
+@pytest.mark.parametrize("failure", ["none resident", "driver refuses"])
+def test_a_plan_the_device_cannot_hold_is_cannot_run(monkeypatch, failure):
+    """auto never raises (issue 10 item 6): a cluster that cannot be resident, or
+    an occupancy query the driver refuses, is CannotRun, so the api falls back."""
+    monkeypatch.setattr(V, "single_read_kernel", lambda config, dev: object())
+
+    def groups(config, kernel, dev):
+        if failure == "driver refuses":
+            raise RuntimeError("cuOccupancyMaxActiveClusters failed with CUresult 1")
+        return 0
+
+    monkeypatch.setattr(V, "resident_groups", groups)
+    with pytest.raises(V.CannotRun):
+        get_variant("single_read").prepare(V.Shape(64, 393216, 393216, 393216), H200)
+    assert issubclass(V.CannotRun, ValueError)
+
+
+def test_a_forced_configuration_that_does_not_hold_the_row_is_cannot_run():
+    with pytest.raises(V.CannotRun, match="does not hold"):
+        get_variant("single_read").prepare(V.Shape(4, 40000, 40000, 40000), H200, config=ClusterConfig(1, 256, 8, 1))
