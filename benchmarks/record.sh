@@ -1,29 +1,104 @@
 #!/usr/bin/env bash
-# Records results/ on the device (run from the repo root, $OUT set by the device tool):
-# the headline bench, the sweep, their plots, the notebooks run as scripts on the GPU,
-# and the GPU test suite.  At most 8 files come back from $OUT.
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/cc
-python3 -m softmax_lab info 2>&1 | head -8
-timeout 170 python3 -m softmax_lab bench --output $OUT/bench.json > $OUT/bench.log 2>&1; echo bench rc=$?
-timeout 280 python3 -m softmax_lab sweep --output $OUT/sweep.json > $OUT/sweep.log 2>&1; echo sweep rc=$?
-python3 -m softmax_lab plot $OUT/bench.json $OUT/sweep.json --output-dir $OUT/plots; echo plot rc=$?
-tr '\r' '\n' < $OUT/bench.log | grep -v "candidate/s\|s/candidate\|^\s*$" | tail -16
-tr '\r' '\n' < $OUT/sweep.log | grep -v "candidate/s\|s/candidate" | tail -18 | cut -c1-120
-# The notebooks' code cells, top to bottom, on this GPU (the device has no Jupyter);
-# 03 draws from the results just recorded.
-for nb in notebooks/*.ipynb; do
-  SOFTMAX_LAB_RESULTS=$OUT timeout 120 python3 -c "
+# Records results/ on a GPU machine, stage by stage; each stage fits one 10-minute
+# device call, and no stage leaves more than 4 files (each well under 16 MiB) in
+# $OUT, so two stages per call stay within 8:
+#
+#   bash benchmarks/record.sh info bench         # bench.json bench.log bench_time.png   (~2 min)
+#   bash benchmarks/record.sh sweep              # sweep.json sweep.log sweep.png grid.png (~5 min)
+#   bash benchmarks/record.sh profile            # profile.json profile.log traffic.png   (~3 min)
+#   bash benchmarks/record.sh profile-rows       # profile_rows.json ... traffic_rows.png  (~6 min)
+#   bash benchmarks/record.sh notebooks gpu-tests
+#
+# quack (optional peer; the device has no network): its wheels travel in two
+# halves, .whl-quack/a and .whl-quack/b (< 64 MiB each), in two calls:
+#   call 1, carrying .whl-quack/a:  bash benchmarks/record.sh quack-a
+#   call 2, carrying .whl-quack/b:  bash benchmarks/record.sh quack-b sweep
+# quack-b joins the split wheel, checks its sha256 and installs every wheel with
+# pip --no-deps --no-index --target /tmp/softmax-lab-quack/site (and, from
+# b/ifmissing, cuda-bindings, protobuf or cuda-pathfinder where the machine
+# lacks them); later stages (and later calls on the same machine) put that
+# folder and its nvidia_cutlass_dsl/dsl_packages on PYTHONPATH.
+#
+# Then, here: copy the JSON and PNG files into results/ (results/README.md says
+# what each is) and commit them.  Every stage ends with a short table.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+QUACK=/tmp/softmax-lab-quack
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/softmax-lab-cupy-cache}
+quack_path() {
+  export PYTHONPATH=$PWD
+  if [ -d "$QUACK/site" ]; then
+    export PYTHONPATH=$PWD:$QUACK/site:$QUACK/site/nvidia_cutlass_dsl/dsl_packages
+  fi
+}
+quack_path
+lab() { python3 -m softmax_lab "$@"; }
+peers="three_pass,two_pass,multi_block,single_read,copy.float4,torch.softmax,torch.compile"
+
+for stage in "$@"; do
+  echo "=== $stage $(date -u +%FT%TZ)"
+  case $stage in
+    info)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+      lab info | head -6 ;;
+    quack-a)
+      mkdir -p "$QUACK/wheels" && cp .whl-quack/a/* "$QUACK/wheels/" && ls "$QUACK/wheels" ;;
+    quack-b)
+      cp -r .whl-quack/b/* "$QUACK/wheels/" || exit 1
+      (cd "$QUACK/wheels" && cat cu13.whl.part-aa cu13.whl.part-ab > "$(awk '{print $2}' cu13.sha256)" \
+        && sha256sum -c cu13.sha256) || exit 1
+      python3 -m pip install -q --no-deps --no-index --target "$QUACK/site" "$QUACK"/wheels/*.whl || exit 1
+      # The CUTLASS DSL's own dependencies, only where the machine lacks them
+      for dep in cuda.bindings:cuda_bindings google.protobuf:protobuf cuda.pathfinder:cuda_pathfinder; do
+        python3 -c "import ${dep%%:*}" 2>/dev/null \
+          || python3 -m pip install -q --no-deps --no-index --target "$QUACK/site" "$QUACK"/wheels/ifmissing/"${dep##*:}"-*.whl
+      done
+      quack_path
+      python3 -c "from importlib.metadata import version; from quack.softmax import softmax_fwd; print('quack-kernels', version('quack-kernels'), 'imports')" ;;
+    bench)
+      timeout 480 python3 -m softmax_lab bench --no-progress -o "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+      echo "bench rc=$?"
+      lab plot "$OUT/bench.json" -o "$OUT"
+      tail -n 24 "$OUT/bench.log" ;;
+    sweep)
+      timeout 560 python3 -m softmax_lab sweep --no-progress -o "$OUT/sweep.json" > "$OUT/sweep.log" 2>&1
+      echo "sweep rc=$?"
+      lab plot "$OUT/sweep.json" -o "$OUT"
+      sed -n '/^ *shape |/,/^$/p' "$OUT/sweep.log" ;;
+    profile)
+      timeout 560 python3 -m softmax_lab profile -o "$OUT/profile.json" > "$OUT/profile.log" 2>&1
+      echo "profile rc=$?"
+      lab plot "$OUT/profile.json" -o "$OUT"
+      tail -n 16 "$OUT/profile.log" | cut -c1-110 ;;
+    profile-rows)
+      timeout 560 python3 -m softmax_lab profile --sweep --calls 1 --variants "$peers" -o "$OUT/profile_rows.json" \
+        > "$OUT/profile_rows.log" 2>&1
+      echo "profile-rows rc=$?"
+      lab plot "$OUT/profile_rows.json" -o "$OUT"
+      python3 -c "import sys; from softmax_lab import profile; print(profile.format_passes(profile.load(sys.argv[1])))" \
+        "$OUT/profile_rows.json" ;;
+    notebooks)  # the code cells top to bottom from notebooks/, as Jupyter runs them (the device has no Jupyter)
+      for nb in notebooks/*.ipynb; do
+        (cd notebooks && timeout 300 python3 -c "
 import json, sys
-cells = [''.join(c['source']) for c in json.load(open(sys.argv[1]))['cells'] if c['cell_type'] == 'code']
-if '03_' in sys.argv[1]:
-    import os; os.environ['SOFTMAX_LAB_RECORDED'] = '1'
-    try:
-        import IPython
-    except ImportError:
-        print('IPython missing here; skipped'); sys.exit(0)
+try:
+    import IPython  # noqa: F401
+except ImportError:
+    if 'IPython' in open(sys.argv[1]).read():
+        print(sys.argv[1], 'needs IPython, missing here: skipped', file=sys.stderr); sys.exit(0)
 g = {}
-for c in cells: exec(compile(c, sys.argv[1], 'exec'), g)
-print('ran', len(cells), 'cells of', sys.argv[1])
-" $nb >> $OUT/notebooks.log 2>&1; echo "$nb rc=$?"
+for c in json.load(open(sys.argv[1]))['cells']:
+    if c['cell_type'] == 'code':
+        exec(compile(''.join(c['source']), sys.argv[1], 'exec'), g)
+print('ran', sys.argv[1])
+" "$(basename "$nb")" > /dev/null 2> "$OUT/notebook.err"; echo "$nb rc=$?"; tail -n 3 "$OUT/notebook.err")
+      done
+      rm -f "$OUT/notebook.err" ;;
+    gpu-tests)
+      timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tail -n 6 ;;
+    *)
+      echo "unknown stage $stage (info quack-a quack-b bench sweep profile profile-rows notebooks gpu-tests)"; exit 2 ;;
+  esac
 done
-timeout 200 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tail -4

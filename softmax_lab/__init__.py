@@ -5,8 +5,15 @@
     softmax_lab.variants()                     # name -> kernel file, launch rule, traffic model
 """
 
+from importlib import metadata as _metadata
+
 from .api import softmax
 from .device import NoDeviceError, device_info
 from .variants import CannotRun, Variant, choose, get_variant, variants
 
-__all__ = ["softmax", "variants", "get_variant", "choose", "Variant", "CannotRun", "device_info", "NoDeviceError"]
+try:
+    __version__ = _metadata.version("softmax-lab")
+except _metadata.PackageNotFoundError:  # a source checkout on PYTHONPATH
+    __version__ = "0.1.0+source"
+
+__all__ = ["__version__", "softmax", "variants", "get_variant", "choose", "Variant", "CannotRun", "device_info", "NoDeviceError"]

@@ -18,6 +18,7 @@ A call has three steps:
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,10 +64,11 @@ class CallPlan:
     rows: int
     cols: int
     copy_input: bool  # x's layout has no uniform rows: copy it into a contiguous buffer first
+    copy_output: bool  # out's layout has no uniform rows: compute into a new buffer, then copy into out
     ld_x: int  # elements between input rows (of the copy, when copy_input)
-    ld_y: int  # elements between output rows (of the new array, when out is None)
+    ld_y: int  # elements between output rows (of the new buffer, when y_ptr is None)
     x_ptr: int  # row 0 of the input (of x itself unless copy_input)
-    y_ptr: int | None  # row 0 of out; None: a new array
+    y_ptr: int | None  # row 0 of out; None: a new buffer
 
 
 def _dtype_name(dtype) -> str:
@@ -179,8 +181,9 @@ def plan_call(x: ArrayView, out: ArrayView | None, axis: int) -> CallPlan:
     """Rows, strides and pointers for one call (pure Python; validates layout and aliasing).
 
     x must be non-empty; axis is already normalised.  ValueError on a
-    misaligned pointer or stride, an `out` without unit-stride rows, or an
-    `out` that partly overlaps x."""
+    misaligned pointer or stride, an `out` whose elements overlap each other,
+    or an `out` that partly overlaps x where the kernel would read and write
+    the same memory."""
     _check_aligned(x, "x")
     item = x.dtype.itemsize
     layout = _rows_view(x.shape, x.strides, axis, item)
@@ -190,17 +193,43 @@ def plan_call(x: ArrayView, out: ArrayView | None, axis: int) -> CallPlan:
         rows, ld_x = x.size // cols, cols
     else:
         rows, cols, ld_x = layout
+    x_ptr = 0 if copy_input else x.ptr
     if out is None:
-        return CallPlan(axis, rows, cols, copy_input, ld_x, cols, 0 if copy_input else x.ptr, None)
+        return CallPlan(axis, rows, cols, copy_input, False, ld_x, cols, x_ptr, None)
     _check_aligned(out, "out")
+    if _may_overlap_itself(out):
+        raise ValueError(f"out's elements may overlap each other (shape {out.shape}, strides {out.strides}); "
+                         "pass an array whose elements are distinct")
     out_layout = _rows_view(out.shape, out.strides, axis, item)
     if out_layout is None or (out_layout[0] > 1 and out_layout[2] < out_layout[1]):
-        raise ValueError("out must have a unit stride along axis and non-overlapping rows with a uniform stride; "
-                         "pass a contiguous array")
-    if not _same_elements(x, out) and not copy_input and _may_overlap(x, out):
+        # No uniform rows (a transpose, axis not last, negative strides): the
+        # kernel writes a new buffer and a copy fills out after it, so any
+        # overlap with x is harmless.
+        return CallPlan(axis, rows, cols, copy_input, True, ld_x, cols, x_ptr, None)
+    if not copy_input and not _same_elements(x, out) and _may_overlap(x, out):
         raise ValueError("out overlaps x without being the same elements in the same places; "
                          "results would be undefined")
-    return CallPlan(axis, rows, cols, copy_input, ld_x, out_layout[2], 0 if copy_input else x.ptr, out.ptr)
+    return CallPlan(axis, rows, cols, copy_input, False, ld_x, out_layout[2], x_ptr, out.ptr)
+
+
+def _may_overlap_itself(a: ArrayView) -> bool:
+    """Whether two indices of a may address the same element.  A nested layout
+    (each stride, by size, steps over everything the smaller ones span) cannot;
+    others are counted element by element up to 2^22 elements, and refused
+    beyond (interleaved layouts that large are not worth the risk)."""
+    span = a.dtype.itemsize
+    for d, s in sorted(((d, abs(s)) for d, s in zip(a.shape, a.strides) if d > 1), key=lambda t: t[1]):
+        if s < span:
+            break
+        span += (d - 1) * s
+    else:
+        return False
+    if a.size > 1 << 22:
+        return True
+    offsets = np.zeros((), np.int64)
+    for d, s in zip(a.shape, a.strides):
+        offsets = np.add.outer(offsets, np.arange(d, dtype=np.int64) * s)
+    return np.unique(offsets).size < a.size
 
 
 def _same_elements(a: ArrayView, b: ArrayView) -> bool:
@@ -251,7 +280,9 @@ _external_streams: dict[tuple[int, int], cupy.cuda.ExternalStream] = {}
 def _external(handle: int, device: int) -> cupy.cuda.ExternalStream:
     s = _external_streams.get((handle, device))
     if s is None:
-        s = _external_streams.setdefault((handle, device), cupy.cuda.ExternalStream(handle, device))
+        with warnings.catch_warnings():  # CuPy 14 prefers Stream.from_external, which CuPy 13 lacks
+            warnings.simplefilter("ignore", DeprecationWarning)
+            s = _external_streams.setdefault((handle, device), cupy.cuda.ExternalStream(handle, device))
     return s
 
 
@@ -277,6 +308,20 @@ def _resolve_stream(stream, x: ArrayView, device: int):
     if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
         return _external(int(stream), device)
     raise TypeError(f"stream must be a cupy.cuda.Stream, a torch.cuda.Stream or a raw handle; got {stream!r}")
+
+
+def _wait_for_producer(a: ArrayView | None, stream, device: int) -> None:
+    """__cuda_array_interface__ v3 names the stream with the producer's pending
+    work on the array (1: legacy default, 2: per-thread default, else a handle):
+    order the run after it."""
+    if a is None or a.kind != "cai":
+        return
+    producer = a.obj.__cuda_array_interface__.get("stream")
+    if producer:
+        with cupy.cuda.Device(device):
+            event = cupy.cuda.Event(disable_timing=True)
+            event.record(_external(int(producer), device))
+            stream.wait_event(event)
 
 
 def _device_of(a: ArrayView) -> int:
@@ -336,11 +381,12 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
 
     variant: "auto" or a name from variants().
     out: optional float32 array of x's shape (CuPy, torch or
-      __cuda_array_interface__) on x's device, with rows of unit stride along
-      `axis` that do not overlap each other.  It may share no element with x,
-      or be exactly x's elements in the same places (in place, also through a
-      view whose strides differ only on axes of length 1).  Returns `out`, or
-      a new CuPy array.
+      __cuda_array_interface__) on x's device, whose elements are distinct.
+      It may share no element with x, or be exactly x's elements in the same
+      places (in place, also through a view whose strides differ only on
+      axes of length 1).  Rows of unit stride are written in place; any other
+      layout is filled by a copy after the kernel.  Returns `out`, or a new
+      CuPy array.
     stream: where the work runs.  Default: for a torch tensor torch's current
       stream on x's device, otherwise CuPy's current stream on x's device; a
       cupy.cuda.Stream, torch.cuda.Stream or raw cudaStream_t handle
@@ -351,12 +397,20 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
     Raises, before any launch and without writing anything:
       TypeError: x or out is not a GPU array, or has a dtype other than float32;
         axis is not an integer; stream is of an unknown type.
-      ValueError: x is 0-d; axis is out of range; out has another shape, a
-        layout without unit-stride rows, lives on another device, or partly
-        overlaps x; a pointer or stride is not aligned to the element size;
-        variant is unknown, or cannot run this shape on this device.
+      ValueError: x is 0-d; axis is out of range; out has another shape,
+        lives on another device, has overlapping elements, or partly overlaps
+        x; a pointer or stride is not aligned to the element size; variant is
+        unknown, or cannot run this shape on this device.
       NoDeviceError (a RuntimeError): no CUDA device is usable.
     """
+    if stream is None and type(axis) is int and type(variant) is str:
+        fast = _repeat_call(x, axis, variant, out)
+        if fast is not _MISS:
+            return fast
+    return _softmax(x, axis, variant, out, stream)
+
+
+def _softmax(x, axis, variant: str, out, stream):
     if variant != "auto":
         get_variant(variant)  # ValueError for an unknown name
     xv = describe(x, "x")
@@ -381,6 +435,8 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
     if ov is not None and ov.size and _device_of(ov) != device:
         raise ValueError(f"out is on device {_device_of(ov)}, but x is on device {device}")
     run_stream = _resolve_stream(stream, xv, device)
+    for a in (xv, ov):
+        _wait_for_producer(a, run_stream, device)
     if xv.size == 0:
         if out is not None:
             return out
@@ -388,11 +444,10 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
             return cupy.empty(xv.shape, dtype=xv.dtype)
 
     plan = plan_call(xv, ov, axis)
-    switch = device != cupy.cuda.runtime.getDevice()
-    if switch:
+    if device != cupy.cuda.runtime.getDevice():
         with cupy.cuda.Device(device):
-            return _execute(x, xv, out, plan, device, variant, run_stream)
-    return _execute(x, xv, out, plan, device, variant, run_stream)
+            return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None)
+    return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None)
 
 
 def _check_shapes(xv: ArrayView, ov: ArrayView | None, axis) -> int:
@@ -405,7 +460,8 @@ def _check_shapes(xv: ArrayView, ov: ArrayView | None, axis) -> int:
     return axis
 
 
-def _execute(x, xv: ArrayView, out, plan: CallPlan, device: int, variant: str, stream):
+def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, stream,
+             default_stream: bool):
     keep_alive = None
     x_ptr = plan.x_ptr
     if plan.copy_input:
@@ -415,7 +471,7 @@ def _execute(x, xv: ArrayView, out, plan: CallPlan, device: int, variant: str, s
         x_ptr = keep_alive.data.ptr
     result = out
     y_ptr = plan.y_ptr
-    if out is None:
+    if y_ptr is None:
         moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
         with stream:
             y = cupy.empty(moved, dtype=xv.dtype)
@@ -424,8 +480,101 @@ def _execute(x, xv: ArrayView, out, plan: CallPlan, device: int, variant: str, s
     shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % 16, y_ptr % 16, xv.dtype.itemsize)
     _, launch = launcher_for(shape, device_info(device), variant)
     launch(x_ptr, y_ptr, stream)
+    if default_stream and not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch"):
+        _remember(xv, ov, plan, device, variant, launch)
     del keep_alive  # freed to CuPy's pool on `stream`: reused only after the launch
+    if plan.copy_output:
+        with stream:
+            cupy.copyto(out if isinstance(out, cupy.ndarray) else cupy.asarray(out), result)
+        return out
     return result
+
+
+# ------------------------------------------------------------------ repeated calls
+# A call whose arrays have the same type, shape, strides, dtype, device,
+# alignment and (for out) offset from x as an earlier call that needed no
+# copies is the same plan again: validation, aliasing and the launcher are
+# all decided by that key.  Such a call skips straight to the launch.
+_MISS = object()
+_calls: dict[tuple, object] = {}
+_CALLS_MAX = 4096
+_torch_tensor = None  # torch.Tensor, once a torch tensor has been seen
+
+
+def _key(a) -> tuple | None:
+    """(ptr, shape, strides, dtype, device) of a plain CuPy array or torch tensor."""
+    t = type(a)
+    if t is cupy.ndarray:
+        data = a.data
+        return data.ptr, a.shape, a.strides, a.dtype, data.device_id
+    if t is _torch_tensor and a.is_cuda:
+        return a.data_ptr(), a.shape, a.stride(), a.dtype, a.device.index
+    return None
+
+
+def _repeat_call(x, axis: int, variant: str, out):
+    kx = _key(x)
+    if kx is None:
+        return _MISS
+    if axis < 0:
+        axis += len(kx[1])  # an axis still out of range finds no entry
+    ko = None
+    if out is not None:
+        ko = _key(out)
+        if ko is None:
+            return _MISS
+    call = _calls.get(_call_key(kx, ko, axis, variant))
+    if call is None or kx[4] != cupy.cuda.runtime.getDevice():
+        return _MISS
+    return call(x, kx[0], out, None if ko is None else ko[0])
+
+
+def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str) -> tuple:
+    """Layouts, dtypes, devices, x's alignment and out's offset from x: what decides a plan."""
+    x_ptr, *x_layout = kx
+    if ko is None:
+        return (*x_layout, axis, variant, x_ptr & 15)
+    y_ptr, *o_layout = ko
+    return (*x_layout, axis, variant, x_ptr & 15, *o_layout, y_ptr - x_ptr)
+
+
+def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch) -> None:
+    global _torch_tensor
+    x = xv.obj
+    if xv.kind == "torch" and _torch_tensor is None:
+        import torch
+
+        _torch_tensor = torch.Tensor
+    kx = _key(x)
+    ko = None if ov is None else _key(ov.obj)
+    if kx is None or (ov is not None and ko is None):
+        return
+    key = _call_key(kx, ko, plan.axis, variant)
+    torch_stream = xv.kind == "torch"
+    moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
+    dtype, axis = xv.dtype, plan.axis
+
+    def call(x, x_ptr, out, y_ptr):
+        if torch_stream:
+            import torch
+
+            stream = _external(torch.cuda.current_stream(device).cuda_stream, device)
+        else:
+            stream = cupy.cuda.get_current_stream(device)
+        if out is None:
+            if torch_stream:
+                with stream:
+                    y = cupy.empty(moved, dtype=dtype)
+            else:  # already CuPy's current stream
+                y = cupy.empty(moved, dtype=dtype)
+            launch(x_ptr, y.data.ptr, stream)
+            return cupy.moveaxis(y, -1, axis)
+        launch(x_ptr, y_ptr, stream)
+        return out
+
+    if len(_calls) >= _CALLS_MAX:
+        _calls.clear()
+    _calls[key] = call
 
 
 def _from_dlpack(a):

@@ -1,23 +1,44 @@
-"""softmax-lab (or python -m softmax_lab): bench, sweep, plot, info.
+"""softmax-lab (or python -m softmax_lab): bench, sweep, profile, plot, info.
 
-  softmax-lab bench [--rows R --cols C --variants a,b --repeats N --output bench.json]
-  softmax-lab sweep [--cols 1024 4096 ... --repeats N --output sweep.json]
-  softmax-lab plot RESULTS.json... [--output-dir DIR]
+  softmax-lab bench   [--rows R --cols C --variants a,b --repeats N --seed S -o bench.json] [--json | --csv]
+  softmax-lab sweep   [--shape RxC ... --variants a,b --repeats N --seed S -o sweep.json] [--json | --csv]
+  softmax-lab profile [--shape RxC ... | --sweep] [--variants a,b --calls N --ncu PATH -o profile.json] [--json]
+  softmax-lab plot    RESULTS.json ... [-o DIR] [--profile profile.json]
   softmax-lab info
+
+Exit status: 0; 1 when a correctness check failed (or one of softmax_lab's own
+candidates raised), when there is no GPU for a GPU command, or a file cannot be
+read; 2 for a bad command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shlex
 import sys
-from importlib import metadata
 from pathlib import Path
 
-from . import bench
-from .device import NoDeviceError, device_info, require_device
+from . import bench, records, report
+from . import candidates as cat
+from . import profile as prof
+from .device import device_info, require_device
 
 RECORDED_HINT = "softmax-lab plot results/*.json"
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default: the value, "off" for a flag, or
+    what the help text itself says the default is."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default is argparse.SUPPRESS or "default" in text or not action.option_strings:
+            return text
+        if action.default is False:
+            return text + " (default: off)"
+        return super()._get_help_string(action)
 
 
 def main(argv=None) -> int:
@@ -26,44 +47,85 @@ def main(argv=None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="softmax-lab", description="GPU softmax on huge rows: benchmark, plots, checks.")
+    fmt = _Help
+    p = argparse.ArgumentParser(prog="softmax-lab", formatter_class=fmt,
+                                description="GPU softmax on huge rows: benchmark, measured traffic, plots, checks.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = p.add_subparsers(required=True, metavar="COMMAND")
 
-    b = sub.add_parser("bench", help="time every candidate on one shape against the copy ceiling")
-    b.add_argument("--rows", type=_positive, default=bench.HEADLINE[0])
-    b.add_argument("--cols", type=_positive, default=bench.HEADLINE[1])
-    _common(b)
+    b = sub.add_parser("bench", formatter_class=fmt, help="check and time every candidate on one shape against a copy")
+    b.add_argument("--rows", type=_positive, default=bench.HEADLINE[0], help="rows of the float32 input")
+    b.add_argument("--cols", type=_positive, default=bench.HEADLINE[1], help="row length (softmax over each row)")
+    _common(b, "all")
     b.set_defaults(func=_bench)
 
-    s = sub.add_parser("sweep", help="the benchmark over row lengths, each tensor about 4 GiB")
-    s.add_argument("--cols", type=_positive, nargs="+", default=list(bench.SWEEP_COLS),
-                   help=f"row lengths; rows = {bench.SWEEP_ELEMENTS} // cols (default: %(default)s)")
-    _common(s)
+    s = sub.add_parser("sweep", formatter_class=fmt,
+                       help="the benchmark over a grid of shapes: auto against copies and peers")
+    s.add_argument("--shape", type=_shape, action="append", metavar="ROWSxCOLS",
+                   help="a shape to run (repeatable); default: the grid of row lengths "
+                        f"{', '.join(map(str, bench.GRID_COLS))} by {', '.join(map(str, bench.GRID_FEW_ROWS))} rows "
+                        f"and about {bench.GRID_ELEMENTS * 4 // 2**30} GiB of rows, plus "
+                        f"{', '.join(f'{r}x{c}' for r, c in bench.GRID_EXTRA)}")
+    _common(s, ",".join(cat.GRID_NAMES))
     s.set_defaults(func=_sweep)
 
-    pl = sub.add_parser("plot", help="PNG figures of results files (no GPU needed)")
-    pl.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json")
-    pl.add_argument("--output-dir", type=Path, help="where the PNGs go (default: next to each results file)")
+    pr = sub.add_parser("profile", formatter_class=fmt,
+                        help="measured DRAM traffic per candidate with Nsight Compute (ncu), beside the model")
+    pr.add_argument("--shape", type=_shape, action="append", metavar="ROWSxCOLS",
+                    help=f"a shape to profile (repeatable); default {bench.HEADLINE[0]}x{bench.HEADLINE[1]} "
+                         "unless --sweep")
+    pr.add_argument("--sweep", action="store_true",
+                    help="profile the row lengths " + ", ".join(map(str, prof.SWEEP_COLS)) +
+                         " (1 GiB tensors), besides any --shape given (default: off, the headline shape only)")
+    pr.add_argument("--variants", type=_names, metavar="NAME,...", default=None,
+                    help="candidates to profile (default: all but the host ones)")
+    pr.add_argument("--calls", type=_positive, default=prof.CALLS, help="profiled calls per candidate")
+    pr.add_argument("--ncu", default="ncu", help="the Nsight Compute command")
+    pr.add_argument("-o", "--output", type=Path, metavar="PATH", help="write the profile JSON here (atomically; default: not saved)")
+    pr.add_argument("--json", action="store_true", help="print the JSON document on stdout instead of the table")
+    pr.set_defaults(func=_profile)
+
+    pl = sub.add_parser("plot", formatter_class=fmt, help="PNG figures of results files (no GPU needed)")
+    pl.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json",
+                    help="bench, sweep or profile JSON files")
+    pl.add_argument("-o", "--output", type=Path, metavar="DIR",
+                    help="folder for the PNGs (default: next to each results file)")
+    pl.add_argument("--profile", type=Path, metavar="PROFILE.json",
+                    help="a profile whose measured traffic is added to the bench figures (default: none)")
     pl.set_defaults(func=_plot)
 
-    i = sub.add_parser("info", help="the device, versions, and a compile check of every kernel (no GPU needed)")
+    i = sub.add_parser("info", formatter_class=fmt,
+                       help="versions, the device, and a compile check of every kernel (no GPU needed)")
     i.set_defaults(func=_info)
     return p
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--variants", type=_names, metavar="NAME,...",
-                   help="candidates to time (default: all); the copies always run. "
-                        f"Known: {', '.join(c.name for c in bench.candidates())}")
+def _common(p: argparse.ArgumentParser, default_names: str) -> None:
+    known = ", ".join(c.name for c in cat.candidates())
+    p.add_argument("--variants", type=_names, metavar="NAME,...", default=None,
+                   help=f"candidates to time (default: {default_names}); the copies always run. Known: {known}")
     p.add_argument("--repeats", type=_repeats, default=bench.REPEATS,
-                   help=f"timed calls per candidate, at least {bench.MIN_REPEATS} (default: %(default)s)")
-    p.add_argument("--output", type=Path, metavar="PATH", help="write the results JSON here")
+                   help=f"timed calls per candidate, at least {bench.MIN_REPEATS}")
+    p.add_argument("--warmup", type=_non_negative, default=bench.WARMUP, help="untimed calls before the timed ones")
+    p.add_argument("--seed", type=int, default=0, help="seed of the standard normal input")
+    p.add_argument("-o", "--output", type=Path, metavar="PATH", help="write the results JSON here (atomically; default: not saved)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the JSON document on stdout instead of the table")
+    out.add_argument("--csv", action="store_true", help="print one CSV line per candidate and shape on stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer; got {text}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more; got {text}")
     return value
 
 
@@ -74,10 +136,17 @@ def _repeats(text: str) -> int:
     return value
 
 
+def _shape(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*[xX,]\s*(\d+)\s*", text)
+    if not m or int(m[1]) < 1 or int(m[2]) < 1:
+        raise argparse.ArgumentTypeError(f"a shape is ROWSxCOLS of positive integers, e.g. 4096x393216; got {text!r}")
+    return int(m[1]), int(m[2])
+
+
 def _names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     try:
-        bench.select(names)
+        cat.select(names)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return names
@@ -85,30 +154,54 @@ def _names(text: str) -> list[str]:
 
 def _no_device(command: str) -> int | None:
     """None if there is a device; else prints one line saying why and what to do instead."""
-    try:
-        require_device()
-    except NoDeviceError as e:
-        reason = " ".join(str(e).split())
-        print(f"softmax-lab {command}: {reason}. To look at recorded results instead: {RECORDED_HINT}",
-              file=sys.stderr)
-        return 1
-    return None
+    reason = bench.gpu_reason()
+    if reason is None:
+        return None
+    print(f"softmax-lab {command}: {reason}. To look at recorded results instead: {RECORDED_HINT}", file=sys.stderr)
+    return 1
 
 
 def _bench(args) -> int:
     failed = _no_device("bench")
     if failed is not None:
         return failed
-    doc = bench.run_bench(args.rows, args.cols, names=args.variants, repeats=args.repeats, command=_command())
-    return _finish(doc, args.output)
+    doc = bench.run_bench(args.rows, args.cols, names=args.variants, repeats=args.repeats, warmup=args.warmup,
+                          seed=args.seed, progress=not args.no_progress, command=_command())
+    return _finish(doc, args)
 
 
 def _sweep(args) -> int:
     failed = _no_device("sweep")
     if failed is not None:
         return failed
-    doc = bench.run_sweep(args.cols, names=args.variants, repeats=args.repeats, command=_command())
-    return _finish(doc, args.output)
+    save = (lambda doc: records.save(doc, args.output)) if args.output is not None else None
+    doc = bench.run_sweep(args.shape, names=args.variants, repeats=args.repeats, warmup=args.warmup, seed=args.seed,
+                          progress=not args.no_progress, command=_command(), checkpoint=save)
+    return _finish(doc, args)
+
+
+def _profile(args) -> int:
+    failed = _no_device("profile")
+    if failed is not None:
+        return failed
+    shapes = list(args.shape or ([] if args.sweep else [bench.HEADLINE]))
+    if args.sweep:
+        shapes += [s for s in prof.sweep_shapes() if s not in shapes]
+    doc = saved = None
+    for shape in shapes:  # saved after each shape: a run cut short by a time limit keeps what it measured
+        try:
+            part = prof.run_profile([shape], args.variants, ncu=args.ncu, calls=args.calls, command=_command())
+        except FileNotFoundError as e:
+            print(f"softmax-lab profile: {e}", file=sys.stderr)
+            return 1
+        doc = part if doc is None else {**doc, "runs": doc["runs"] + part["runs"]}
+        saved = records.save(doc, args.output) if args.output else None
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(prof.format_profile(doc))
+        print(f"\nresults: {saved}" if saved else "\n(results not saved: pass --output PATH)")
+    return 0
 
 
 def _command() -> str:
@@ -119,65 +212,98 @@ def _command() -> str:
     return shlex.join(argv)
 
 
-def _finish(doc: dict, output: Path | None) -> int:
-    saved = bench.save(doc, output) if output is not None else None
-    print(bench.format_document(doc))
-    print(f"\nresults: {saved}" if saved else "\n(results not saved: pass --output PATH)")
-    return 0
+def _finish(doc: dict, args) -> int:
+    saved = records.save(doc, args.output) if args.output is not None else None
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    elif args.csv:
+        print(report.to_csv(doc), end="")
+    else:
+        print(report.format_document(doc))
+        print(f"\nresults: {saved}" if saved else "\n(results not saved: pass --output PATH)")
+    bad = records.failures(doc)
+    for line in bad:
+        print(f"softmax-lab {doc['kind']}: FAILED {line}", file=sys.stderr)
+    return 1 if bad else 0
 
 
 def _plot(args) -> int:
     from . import plots
 
     status = 0
+    profile_doc = None
+    if args.profile:
+        try:
+            profile_doc = prof.load(args.profile)
+        except (OSError, ValueError) as e:
+            print(f"softmax-lab plot: {' '.join(str(e).split())}", file=sys.stderr)
+            return 1
     for path in args.results:
         try:
-            doc = bench.load(path)
+            doc = _load_any(path)
         except (OSError, ValueError) as e:
             print(f"softmax-lab plot: {' '.join(str(e).split())}", file=sys.stderr)
             status = 1
             continue
-        for png in plots.write_all(doc, args.output_dir or path.parent, path.stem):
+        suffix = plots.file_suffix(path.stem, doc["kind"])
+        for png in plots.write_all(doc, args.output or path.parent, profile_doc=profile_doc, suffix=suffix):
             print(png)
     return status
+
+
+def _load_any(path: Path) -> dict:
+    """A results or a profile document."""
+    try:
+        return records.load(path)
+    except ValueError as first:
+        try:
+            return prof.load(path)
+        except ValueError:
+            raise first from None
 
 
 def _info(args) -> int:
     import cupy
     import numpy
 
+    import importlib
+
     from . import loader
-    from .variants import SINGLE_READ_CONFIGS, variants
+
+    registry = importlib.import_module(f"{__package__}.variants")  # the module: the package's `variants` is a function
 
     rt = cupy.cuda.runtime
-    nvrtc = cupy.cuda.nvrtc.getVersion()
-    print(f"softmax-lab {_version('softmax-lab') or '(not installed)'}, CuPy {cupy.__version__}, "
-          f"NumPy {numpy.__version__}, torch {_version('torch') or 'not installed'}")
-    print(f"CUDA runtime {_cuda_version(rt.runtimeGetVersion())}, NVRTC {nvrtc[0]}.{nvrtc[1]}, "
-          f"driver {_cuda_version(_driver_version(rt))}")
-    try:
-        dev = device_info(require_device())
-    except NoDeviceError as e:
-        dev = None
-        print(f"device: none ({' '.join(str(e).split())})")
+    major, minor = cupy.cuda.nvrtc.getVersion()
+    print(f"softmax-lab {version()}, CuPy {cupy.__version__}, "
+          f"NumPy {numpy.__version__}, torch {bench.dist_version('torch') or 'not installed'}, "
+          f"quack {bench.dist_version('quack-kernels') or 'not installed'}")
+    driver = records.cuda_version(bench.driver_version())
+    print(f"CUDA runtime {records.cuda_version(rt.runtimeGetVersion())}, NVRTC {major}.{minor}, "
+          f"driver {'supports CUDA ' + driver if driver else 'none: no NVIDIA driver is installed here'}")
+    reason = bench.gpu_reason()
+    dev = None
+    if reason:
+        print(f"device: none ({reason})")
     else:
+        dev = device_info(require_device())
         cc = dev.compute_capability
         print(f"device {dev.id}: {dev.name}, sm_{cc}, {dev.sm_count} SMs, L2 {dev.l2_bytes / 2**20:.0f} MiB, "
               f"{dev.smem_optin_bytes // 1024} KiB shared memory per block")
 
     print("\nvariants:")
-    for v in variants().values():
-        reason = v.unsupported_reason(1, dev) if dev else None
-        note = f"  [not on this device: {reason}]" if reason else ""
+    for v in registry.variants().values():
+        why = v.unsupported_reason(1, dev) if dev else None
+        note = f"  [not on this device: {why}]" if why else ""
         print(f"  {v.name:<12} {v.reads} read(s) + {v.writes} write, {v.source}: {v.summary}{note}")
 
     arch = f"sm_{dev.compute_capability}" if dev else "sm_90"
+    configs = getattr(registry, "SINGLE_READ_CONFIGS", ())
     builds = []
-    for source in dict.fromkeys([*(v.source for v in variants().values()), "copy.cu"]):
-        if source == "single_read.cu":  # Hopper-only: one build per launch configuration
-            builds += [(source, "sm_90", c.defines()) for c in SINGLE_READ_CONFIGS]
+    for source in dict.fromkeys([*(v.source for v in registry.variants().values()), "copy.cu"]):
+        if source == "single_read.cu" and configs:  # Hopper-only: one build per launch configuration
+            builds += [(source, "sm_90", c.defines()) for c in configs]
         else:
-            builds.append((source, arch, {}))
+            builds.append((source, "sm_90" if source == "single_read.cu" else arch, {}))
     print("\ncompile check (NVRTC, no GPU needed):")
     failures = 0
     for source, build_arch, defines in builds:
@@ -193,19 +319,15 @@ def _info(args) -> int:
     return 1 if failures else 0
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+def version() -> str:
+    """softmax_lab.__version__ where the package has one, else the installed
+    distribution's version, else the checkout's pyproject.toml."""
+    package = sys.modules.get(__package__)
+    return getattr(package, "__version__", None) or bench.dist_version("softmax-lab") or _tree()
 
 
-def _driver_version(rt) -> int:
-    try:
-        return rt.driverGetVersion()
-    except rt.CUDARuntimeError:
-        return 0
-
-
-def _cuda_version(v: int) -> str:
-    return f"{v // 1000}.{v % 1000 // 10}" if v else "none"
+def _tree() -> str:
+    """The version of an uninstalled checkout, from pyproject.toml."""
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    m = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.M) if pyproject.is_file() else None
+    return f"{m[1]} (uninstalled checkout)" if m else "(version unknown)"

@@ -37,6 +37,10 @@ def require_device() -> int:
 
 @functools.cache
 def device_info(device_id: int | None = None) -> DeviceInfo:
+    """The launch rules' view of a device (the current one by default), read once.
+
+    Raises NoDeviceError (a RuntimeError) when no CUDA device is usable, and
+    CuPy's CUDARuntimeError for a device id that does not exist."""
     if device_id is None:
         device_id = require_device()
     rt = cupy.cuda.runtime

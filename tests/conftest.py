@@ -1,10 +1,15 @@
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
 
-# A kernel cache of this test run's own, so runs never share a stale one.
-os.environ.setdefault("CUPY_CACHE_DIR", tempfile.mkdtemp(prefix="softmax_lab_cupy_cache_"))
+# A kernel cache of this test run's own, so runs never share a stale one; removed at exit.
+if "SOFTMAX_LAB_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="softmax_lab_cache_")
+    os.environ["SOFTMAX_LAB_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 
 def _gpu_missing_reason():

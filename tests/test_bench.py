@@ -1,115 +1,148 @@
-"""softmax_lab.bench: the candidates and their traffic, the records and their
-statistics, the JSON schema, GPU-or-recorded; the GPU runs are marked gpu."""
+"""softmax_lab.bench: the grid, the sampled rows, and the checks around the timed
+calls, with fake candidates on NumPy arrays (no GPU); the GPU runs are marked gpu."""
 
-import json
+import sys
+import types
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import synthetic
 
 import softmax_lab
-from softmax_lab import bench
+from softmax_lab import bench, records
+from softmax_lab import candidates as cat
 from softmax_lab.reference import softmax_reference
 
-
-def test_candidates_use_the_registry_names_then_copies_and_libraries():
-    names = [c.name for c in bench.candidates()]
-    assert names[: len(softmax_lab.variants())] == list(softmax_lab.variants())
-    assert len(set(names)) == len(names)
-    assert set(bench.COPY_NAMES) == {"copy.memcpy", "copy.elementwise", "copy.float4"}
+SOFTMAX = cat.Candidate("fake", "variant", 1, 1, "a fake candidate")
 
 
-def test_headline_traffic_spans_12_9_to_25_8_gb():
-    by_name = {c.name: c.traffic_bytes(*bench.HEADLINE) / 1e9 for c in bench.candidates()}
-    assert round(by_name["single_read"], 1) == 12.9
-    assert round(by_name["two_pass"], 1) == round(by_name["multi_block"], 1) == 19.3
-    assert round(by_name["three_pass"], 1) == 25.8
-    assert by_name["copy.float4"] == by_name["single_read"]
-    for c, v in zip(bench.candidates(), softmax_lab.variants().values()):
-        assert c.traffic_bytes(7, 9) == v.traffic_bytes(7, 9)
+def np_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
-def test_select_keeps_the_copies_and_rejects_unknown_names():
-    chosen = [c.name for c in bench.select(["two_pass"])]
-    assert chosen == ["two_pass", *bench.COPY_NAMES]
-    with pytest.raises(ValueError, match="unknown candidate"):
-        bench.select(["two_pass", "nope"])
+def fake_timer(call, repeats, warmup, before_timed):
+    """Runs the calls as timing.gpu_times would, with made-up times."""
+    for _ in range(warmup):
+        call()
+    before_timed()
+    out = None
+    for _ in range(repeats):
+        out = call()
+    return [1.0] * repeats, out
 
 
-def test_check_rows_include_first_and_last():
-    rows = bench.check_rows(4096)
-    assert len(rows) == bench.CHECK_ROWS == len(set(rows))
-    assert rows[0] == 0 and rows[-1] == 4095 and rows == sorted(rows)
+def measure_fake(call_factory, rows=200, cols=37, repeats=6, warmup=2):
+    x = np.random.default_rng(1).standard_normal((rows, cols)).astype(np.float32)
+    y = np.empty_like(x)
+    idx = bench.check_rows(rows)
+    prep = cat.Prepared(call_factory(x, y), lambda: y.fill(np.nan), "the out buffer")
+    return bench.measure(SOFTMAX, prep, x, idx, softmax_reference(x[idx]), fake_timer, repeats, warmup)
+
+
+def test_a_correct_candidate_is_checked_twice_and_timed():
+    def factory(x, y):
+        def call():
+            y[...] = np_softmax(x)
+            return y
+        return call
+
+    rec = measure_fake(factory)
+    assert rec["status"] == "ok" and rec["stats"]["repeats"] == 6
+    assert [c["after"] for c in rec["check"]["calls"]] == ["the first call", "the last of 6 timed calls"]
+    assert rec["check"]["relative_error"] < 1e-6
+    synthetic.validate(synthetic.document("bench"))
+
+
+def test_a_candidate_that_breaks_under_repetition_is_failed_not_timed():
+    def factory(x, y):
+        calls = [0]
+
+        def call():
+            calls[0] += 1
+            if calls[0] <= 3:  # the checked call and the warm-up are right
+                y[...] = np_softmax(x)
+            else:  # then one row in the middle is left unwritten
+                y[: len(x) // 2] = np_softmax(x)[: len(x) // 2]
+                y[len(x) // 2 + 1:] = np_softmax(x)[len(x) // 2 + 1:]
+            return y
+        return call
+
+    rec = measure_fake(factory)
+    assert rec["status"] == "failed" and rec["stats"] is None
+    assert "the last of 6 timed calls" in rec["reason"]
+    assert rec["check"]["calls"][0]["relative_error"] < 1e-6
+    assert rec["check"]["calls"][1]["row_sum_error"] is None  # the poisoned row: NaN
+
+
+def test_a_wrong_row_between_the_sampled_ones_is_caught_by_the_row_sums():
+    rows = 200
+    missed = next(r for r in range(rows) if r not in bench.check_rows(rows))
+
+    def factory(x, y):
+        def call():
+            y[...] = np_softmax(x)
+            y[missed] *= 1.01
+            return y
+        return call
+
+    rec = measure_fake(factory, rows=rows)
+    assert rec["status"] == "failed" and "the first call" in rec["reason"]
+    assert rec["check"]["calls"][0]["relative_error"] < 1e-6  # the sampled rows alone pass
+    assert rec["check"]["calls"][0]["row_sum_error"] > bench.ROW_SUM_TOLERANCE
+
+
+def test_a_candidate_that_writes_nothing_fails_on_the_poison():
+    rec = measure_fake(lambda x, y: (lambda: y))
+    assert rec["status"] == "failed" and rec["check"]["relative_error"] is None
+
+
+def test_a_candidate_that_raises_is_failed_with_the_exception():
+    def factory(x, y):
+        def call():
+            raise MemoryError("out of memory")
+        return call
+
+    rec = measure_fake(factory)
+    assert rec["status"] == "failed" and rec["reason"] == "raised MemoryError: out of memory"
+    assert rec["check"] is None
+
+
+def test_a_copy_is_checked_against_the_input():
+    x = np.random.default_rng(0).standard_normal((10, 8)).astype(np.float32)
+    idx = bench.check_rows(10)
+    good = bench.check_output(x.copy(), x, idx, x[idx].astype(np.float64), is_copy=True)
+    assert good == {"relative_error": 0.0, "row_sum_error": 0.0, "passed": True}
+    bad = x.copy()
+    bad[3, 3] += 1
+    assert not bench.check_output(bad, x, idx, x[idx].astype(np.float64), is_copy=True)["passed"]
+
+
+def test_check_rows_spread_over_the_whole_output():
+    rows = bench.check_rows(1_000_000)
+    assert len(rows) == bench.CHECK_ROWS == len(set(rows)) and rows == sorted(rows)
+    assert rows[0] == 0 and rows[-1] == 999_999
+    gaps = np.diff(rows)
+    assert gaps.max() < 2 * 1_000_000 / (bench.CHECK_ROWS - 2)  # one in every band
     assert bench.check_rows(3) == [0, 1, 2]
+    assert bench.check_rows(33) == sorted(set(bench.check_rows(33)))
 
 
-def test_record_statistics_and_the_copy_ceiling():
-    rows, cols = 1000, 1000
-    cands = {c.name: c for c in bench.candidates()}
-    recs = [
-        bench.record(cands["two_pass"], rows, cols, times_ms=[3.0, 1.0, 2.0]),
-        bench.record(cands["copy.memcpy"], rows, cols, times_ms=[1.0, 1.0, 1.0]),
-        bench.record(cands["copy.float4"], rows, cols, times_ms=[0.5, 0.5, 0.5]),
-        bench.record(cands["torch.softmax"], rows, cols, status="skipped", reason="no torch"),
-    ]
-    run = bench.make_run(rows, cols, recs, l2_bytes=10**6)
-    two = recs[0]
-    assert two["stats"]["median_ms"] == 2.0 and two["stats"]["min_ms"] == 1.0 and two["stats"]["max_ms"] == 3.0
-    assert two["stats"]["spread"] == 1.0
-    assert two["gbps"] == pytest.approx(12e6 / 2e-3 / 1e9)
-    assert run["copy"] == {"name": "copy.float4", "median_ms": 0.5, "gbps": pytest.approx(8e6 / 0.5e-3 / 1e9)}
-    assert two["vs_copy_time"] == 4.0
-    assert two["copy_bandwidth_fraction"] == pytest.approx(two["gbps"] / run["copy"]["gbps"])
-    assert recs[3]["stats"] is None and recs[3]["gbps"] is None
-    assert run["l2_multiple"] == 4.0
-
-
-def test_synthetic_documents_satisfy_the_schema_and_round_trip(tmp_path):
-    for path in synthetic.write(tmp_path):
-        doc = bench.load(path)
-        assert doc == json.loads(path.read_text())
-        synthetic.validate(doc)
-    assert len(bench.load(tmp_path / "sweep.json")["runs"]) == len(bench.SWEEP_COLS)
-
-
-def test_schema_rejects_a_document_missing_its_statistics():
-    jsonschema = pytest.importorskip("jsonschema")
-    doc = synthetic.document("bench")
-    del doc["runs"][0]["candidates"][0]["stats"]
-    with pytest.raises(jsonschema.ValidationError):
-        synthetic.validate(doc)
-    doc = synthetic.document("bench")
-    doc["device"].pop("l2_bytes")
-    with pytest.raises(jsonschema.ValidationError):
-        synthetic.validate(doc)
-
-
-def test_load_rejects_other_json(tmp_path):
-    path = tmp_path / "other.json"
-    path.write_text('{"hello": 1}')
-    with pytest.raises(ValueError, match="not a softmax-lab results file"):
-        bench.load(path)
-
-
-def test_load_or_run_falls_back_to_the_recorded_results(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOFTMAX_LAB_RECORDED", "1")
-    monkeypatch.setenv("SOFTMAX_LAB_RESULTS", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="softmax-lab bench --output"):
-        bench.load_or_run("bench")
-    synthetic.write(tmp_path)
-    doc, note = bench.load_or_run("sweep")
-    assert doc["kind"] == "sweep" and "recorded on Synthetic H200" in note
-    checks, note = bench.variant_checks(np.zeros((2, 3), np.float32))
-    assert set(softmax_lab.variants()) <= set(checks) and "x was not run" in note
-
-
-def test_tables_name_every_candidate():
-    bench_doc, sweep_doc = synthetic.document("bench"), synthetic.document("sweep")
-    texts = (bench.format_document(bench_doc), bench.format_document(sweep_doc), bench.format_traffic(64, 4099, 1.0))
-    for text in texts:
-        for c in bench.candidates():
-            assert c.name in text
-    assert "skipped: torch is not importable" in bench.format_run(bench_doc["runs"][0])
+def test_the_grid_has_odd_and_vocabulary_lengths_and_few_to_many_rows():
+    shapes = bench.grid_shapes()
+    cols = {c for _, c, _ in shapes}
+    assert {32000, 128256, 151936, 100003, 1024, 4194304} <= cols
+    assert len(shapes) == len({(r, c) for r, c, _ in shapes})
+    for c in bench.GRID_COLS:
+        rows = sorted(r for r, cc, _ in shapes if cc == c)
+        assert rows[0] == 32 and 132 in rows
+    many = {c: r for r, c, g in shapes if g == "2 GiB"}
+    assert many[32000] == 16384 and many[128256] == 4096 and many[151936] == 4096 and many[1024] == 2**19
+    for r, c in bench.GRID_EXTRA + ((132, 393216),):
+        assert (r, c) in {(r2, c2) for r2, c2, _ in shapes}
+    for r, c, _ in shapes:
+        assert 2**30 <= r * c * 4 <= 4 * 2**30 or r in (32, 132) or (r, c) in bench.GRID_EXTRA
 
 
 def test_special_rows_follow_torch_rules():
@@ -120,29 +153,38 @@ def test_special_rows_follow_torch_rules():
     assert np.isclose(ref[4].sum(), 1)
 
 
+def test_recorded_checks_name_every_candidate():
+    run = synthetic.run(64, 4099)
+    checks = bench.recorded_checks(run)
+    assert checks["two_pass"] == 2e-7 and checks["torch.softmax"].startswith("skipped: ")
+
+
 @pytest.mark.gpu
 def test_tiny_bench_on_the_gpu(tmp_path):
-    doc = bench.run_bench(64, 4099, repeats=3, warmup=1, progress=False)
-    assert bench.load(bench.save(doc, tmp_path / "b.json")) == doc
+    doc = bench.run_bench(64, 4099, repeats=3, warmup=1, host_calls=50, progress=False)
+    assert records.load(records.save(doc, tmp_path / "b.json")) == doc
     (run,) = doc["runs"]
     assert run["copy"] is not None
     by_name = {r["name"]: r for r in run["candidates"]}
-    for name in softmax_lab.variants():
+    for name in [*softmax_lab.variants(), "auto", "host.auto"]:
         assert by_name[name]["status"] in ("ok", "skipped"), by_name[name]["reason"]
+    assert by_name["host.auto"]["host"]["median_us"] > 0
     for r in run["candidates"]:
-        if r["status"] == "ok":
-            assert r["check"]["relative_error"] <= bench.TOLERANCE
-            assert r["stats"]["repeats"] == 3 and r["gbps"] > 0
+        if r["status"] == "ok" and r["kind"] != "host":
+            assert r["check"]["relative_error"] <= bench.TOLERANCE and len(r["check"]["calls"]) == 2
+            assert r["stats"]["repeats"] == 3 and r["useful_gbps"] > 0
+    assert records.failures(doc) == []
     synthetic.validate(doc)
 
 
 @pytest.mark.gpu
 def test_tiny_sweep_on_the_gpu(tmp_path):
-    doc = bench.run_sweep([1024, 4099], elements=2**18, names=["two_pass", "multi_block"], repeats=3, progress=False)
+    doc = bench.run_sweep([(256, 1024), (63, 4099, "odd")], names=["auto", "two_pass", "multi_block"], repeats=3,
+                          progress=False)
     assert [run["shape"] for run in doc["runs"]] == [[256, 1024], [63, 4099]]
     for run in doc["runs"]:
         assert {r["status"] for r in run["candidates"]} == {"ok"}
-    assert bench.load(bench.save(doc, tmp_path / "s.json")) == doc
+    assert records.load(records.save(doc, tmp_path / "s.json")) == doc
     synthetic.validate(doc)
 
 
@@ -153,12 +195,116 @@ def test_variant_checks_on_the_gpu():
         assert isinstance(err, str) or err <= bench.TOLERANCE, name
 
 
-def test_auto_candidate_takes_the_traffic_of_the_variant_it_picks():
-    from softmax_lab.device import DeviceInfo
+# ------------------------------------------------------------ the whole run, on NumPy
+class _FakeStream:
+    ptr = 0
 
-    h200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
-    assert bench.AUTO in bench.candidates()
-    c = bench.auto_candidate(*bench.HEADLINE, h200)
-    assert (c.name, c.kind, c.reads, c.writes) == ("auto", "variant", 1, 1) and "single_read" in c.model
-    long_rows = bench.auto_candidate(256, 1 << 22, h200)
-    assert (long_rows.reads, long_rows.writes) == (2, 1) and "multi_block" in long_rows.model
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def synchronize(self):
+        pass
+
+
+class _FakeEvent:
+    def record(self, stream=None):
+        import time
+
+        self.t = time.perf_counter()
+
+
+class _FakeCupy(types.ModuleType):
+    """CuPy's names that bench uses, over NumPy: the run's logic without a GPU."""
+
+    ndarray = np.ndarray
+    __version__ = "fake"
+
+    def __init__(self):
+        super().__init__("cupy")
+        self.cuda = SimpleNamespace(
+            Stream=lambda non_blocking=False: _FakeStream(), Event=_FakeEvent,
+            get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3 + 1e-3,
+            runtime=SimpleNamespace(memGetInfo=lambda: (80 * 2**30, 80 * 2**30), runtimeGetVersion=lambda: 12090,
+                                    driverGetVersion=lambda: 13000, CUDARuntimeError=RuntimeError))
+        self.random = SimpleNamespace(default_rng=np.random.default_rng)
+
+    def get_default_memory_pool(self):
+        return SimpleNamespace(free_all_blocks=lambda: None)
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+@pytest.fixture
+def numpy_gpu(monkeypatch):
+    """bench on NumPy arrays: a fake cupy, the reference H200, fake candidates
+    (every softmax a NumPy softmax, `broken` wrong after its third call)."""
+    monkeypatch.setitem(sys.modules, "cupy", _FakeCupy())
+    monkeypatch.setattr(bench, "require_device", lambda: 0)
+    monkeypatch.setattr(bench, "device_info", lambda *a: cat.reference_device())
+    broken = set()
+
+    def prepare(c, x, y, dev, torch=None):
+        calls = [0]
+
+        def call():
+            calls[0] += 1
+            if c.kind == "copy":
+                y[...] = x
+            else:
+                y[...] = np_softmax(x)
+                if c.name in broken and calls[0] > 3:
+                    y[-1] = 0
+            return y
+
+        return cat.Prepared(call, lambda: y.fill(np.nan), "the out buffer")
+
+    monkeypatch.setattr(cat, "prepare", prepare)
+    monkeypatch.setattr(cat, "prepare_host", lambda c, dev, torch=None: (lambda: None))
+    return broken
+
+
+def test_a_whole_bench_run_without_a_gpu(numpy_gpu):
+    doc = bench.run_bench(64, 4099, repeats=3, warmup=1, host_calls=20, progress=False, command="test")
+    synthetic.validate(doc)
+    (run,) = doc["runs"]
+    by_name = {r["name"]: r for r in run["candidates"]}
+    assert run["shape"] == [64, 4099] and run["copy"]["name"] in cat.COPY_NAMES
+    for name in [*softmax_lab.variants(), "auto", *cat.COPY_NAMES, "cupyx.softmax", "host.auto", "host.copy"]:
+        assert by_name[name]["status"] == "ok", by_name[name]
+    assert by_name["auto"]["traffic"]["model"].startswith("variant='auto' picks")
+    assert by_name["host.auto"]["host"]["repeats"] == 20
+    assert by_name["torch.softmax"]["status"] == "skipped"  # no torch here, or torch without a GPU
+    assert doc["versions"]["runtime"] == "12.9" and doc["method"]["host_calls"] == 20
+    assert records.failures(doc) == []
+
+
+def test_a_sweep_records_a_candidate_broken_under_repetition_as_failed(numpy_gpu):
+    numpy_gpu.add("two_pass")
+    doc = bench.run_sweep([(64, 1024), (33, 100003, "odd")], names=["auto", "two_pass", "quack.softmax"],
+                          repeats=4, warmup=1, progress=False, command="test")
+    synthetic.validate(doc)
+    assert [run["group"] for run in doc["runs"]] == [None, "odd"]
+    for run in doc["runs"]:
+        by_name = {r["name"]: r for r in run["candidates"]}
+        assert by_name["auto"]["status"] == "ok"
+        assert by_name["two_pass"]["status"] == "failed" and "the last of 4 timed calls" in by_name["two_pass"]["reason"]
+        assert by_name["quack.softmax"]["status"] == "skipped"
+    assert doc["runs"][1]["candidates"][-1]["reason"]  # torch missing (here), quack missing, or N % 4
+    assert len(records.failures(doc)) == 2
+
+
+def test_the_headline_keeps_its_size_and_the_grid_fits_memory(numpy_gpu):
+    assert bench._fit_rows(2**20, 4194304) * 4194304 * 4 <= bench.GRID_MAX_BYTES
+    assert bench._fit_rows(32, 1024) == 32
+
+
+def test_a_sweep_hands_each_shape_to_its_checkpoint(numpy_gpu):
+    seen = []
+    doc = bench.run_sweep([(16, 1024), (8, 2048)], names=["auto"], repeats=2, warmup=0, progress=False,
+                          checkpoint=lambda d: seen.append([run["shape"] for run in d["runs"]]))
+    assert seen == [[[16, 1024]], [[16, 1024], [8, 2048]]]
+    assert [run["shape"] for run in doc["runs"]] == seen[-1]

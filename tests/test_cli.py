@@ -1,17 +1,23 @@
-"""softmax_lab.cli, run as `python -m softmax_lab` in a subprocess: bench and
-sweep without a GPU fail in one line; info and plot need no GPU."""
+"""softmax_lab.cli, mostly as `python -m softmax_lab` in a subprocess: the GPU
+commands without a GPU fail in one plain line; info and plot need no GPU; every
+option shows its default; the exit status follows the checks."""
 
+import argparse
+import csv
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import synthetic
+import test_plots
 
 import softmax_lab
-from softmax_lab import bench, cli
+from softmax_lab import bench, cli, profile
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_GPU = bench.gpu_reason() is None
@@ -24,60 +30,115 @@ def run_cli(*args, cwd):
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU: bench and sweep would run")
-@pytest.mark.parametrize("command", [["bench"], ["bench", "--rows", "64", "--cols", "4099"], ["sweep"]])
-def test_bench_and_sweep_without_a_gpu_fail_in_one_line(command, tmp_path):
+@pytest.mark.parametrize("command", [["bench"], ["bench", "--rows", "64", "--cols", "4099"], ["sweep"], ["profile"]])
+def test_gpu_commands_without_a_gpu_fail_in_one_plain_line(command, tmp_path):
     p = run_cli(*command, "--output", str(tmp_path / "r.json"), cwd=tmp_path)
     out = (p.stdout + p.stderr).strip()
-    assert p.returncode != 0
-    assert "Traceback" not in out
-    assert len(out.splitlines()) == 1, out
+    assert p.returncode == 1
+    assert "Traceback" not in out and len(out.splitlines()) == 1, out
     assert "softmax-lab plot results/*.json" in out
+    assert "upgrade" not in out.lower() and "insufficient" not in out.lower()
     assert not (tmp_path / "r.json").exists()
 
 
-def test_info_compile_checks_every_kernel_without_needing_a_gpu(tmp_path):
+def test_info_compile_checks_every_kernel_and_says_plainly_what_is_missing(tmp_path):
     p = run_cli("info", cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     ok = [line for line in p.stdout.splitlines() if line.strip().startswith("ok ")]
-    sources = {line.split()[1] for line in ok}
-    assert sources == {v.source for v in softmax_lab.variants().values()} | {"copy.cu"}
+    assert {line.split()[1] for line in ok} == {v.source for v in softmax_lab.variants().values()} | {"copy.cu"}
     assert "FAILED" not in p.stdout
+    assert re.search(r"CUDA runtime \d+\.\d+, NVRTC \d+\.\d+", p.stdout)
+    assert not re.search(r"\b\d{5}\b", p.stdout.splitlines()[1])  # 12090 is written 12.9
+    if not HAS_GPU:
+        assert "no NVIDIA driver is installed" in p.stdout
+        assert "upgrade" not in p.stdout.lower() and "insufficient" not in p.stdout.lower()
 
 
-def test_plot_writes_pngs_from_results_files(tmp_path):
+def test_version(tmp_path):
+    p = run_cli("--version", cwd=tmp_path)
+    assert p.returncode == 0 and re.fullmatch(r"softmax-lab \d+\.\d+\.\d+.*\n", p.stdout), p.stdout
+
+
+@pytest.mark.parametrize("command", ["bench", "sweep", "profile", "plot", "info"])
+def test_every_option_says_its_default(command, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = capsys.readouterr().out
+    options = re.split(r"\n(?=  -)", text.split("options:", 1)[1])
+    for option in options:
+        if not option.strip() or option.strip().startswith("-h, --help"):
+            continue
+        assert "default" in option, option
+        assert "(default: None)" not in option, option
+
+
+def test_plot_writes_plainly_named_pngs(tmp_path):
     bench_path, sweep_path = synthetic.write(tmp_path)
-    p = run_cli("plot", str(bench_path), str(sweep_path), "--output-dir", str(tmp_path / "png"), cwd=tmp_path)
+    profile_path = tmp_path / "profile.json"
+    profile_path.write_text(json.dumps(test_plots.profile_doc()))
+    p = run_cli("plot", str(bench_path), str(sweep_path), str(profile_path), "-o", str(tmp_path / "png"),
+                "--profile", str(profile_path), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     written = [Path(line) for line in p.stdout.split()]
-    assert [w.name for w in written] == ["bench_bandwidth.png", "bench_time.png", "sweep_sweep.png"]
-    assert all(w.read_bytes().startswith(b"\x89PNG") for w in written)
+    assert [w.name for w in written] == ["bench_time.png", "sweep.png", "grid.png", "traffic.png"]
+    assert all(w.parent == tmp_path / "png" and w.read_bytes().startswith(b"\x89PNG") for w in written)
 
 
 def test_plot_of_a_missing_or_foreign_file_fails_in_one_line(tmp_path):
     (tmp_path / "other.json").write_text("[]")
     for name in ("missing.json", "other.json"):
         p = run_cli("plot", str(tmp_path / name), cwd=tmp_path)
-        assert p.returncode != 0 and "Traceback" not in p.stderr
+        assert p.returncode == 1 and "Traceback" not in p.stderr
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
 def test_arguments_are_checked_before_any_device(capsys):
-    for args in (["bench", "--repeats", "3"], ["bench", "--variants", "nope"], ["sweep", "--cols", "0"], []):
+    for args in (["bench", "--repeats", "3"], ["bench", "--variants", "nope"], ["sweep", "--shape", "0x5"],
+                 ["sweep", "--shape", "12"], ["bench", "--json", "--csv"], []):
         with pytest.raises(SystemExit) as e:
             cli.main(args)
         assert e.value.code == 2
     assert "at least 20 repeats" in capsys.readouterr().err
 
 
+def finish(doc, tmp_path, **kw):
+    args = argparse.Namespace(output=tmp_path / "out.json", json=False, csv=False, **kw)
+    return cli._finish(doc, args)
+
+
+def test_a_failed_check_makes_the_exit_status_non_zero(tmp_path, capsys):
+    doc = synthetic.document("bench")
+    assert finish(doc, tmp_path) == 0
+    assert "results:" in capsys.readouterr().out
+    r = doc["runs"][0]["candidates"][1]
+    r.update(status="failed", stats=None, reason="check failed after the last of 30 timed calls: ...")
+    assert finish(doc, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert f"FAILED {doc['runs'][0]['shape'][0]} x {doc['runs'][0]['shape'][1]} {r['name']}: check failed" in err
+    assert json.loads((tmp_path / "out.json").read_text()) == doc  # saved all the same
+
+
+def test_json_and_csv_go_to_stdout_alone(tmp_path, capsys):
+    doc = synthetic.document("sweep", torch=True)
+    assert cli._finish(doc, argparse.Namespace(output=None, json=True, csv=False)) == 0
+    assert json.loads(capsys.readouterr().out) == doc
+    assert cli._finish(doc, argparse.Namespace(output=None, json=False, csv=True)) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == sum(len(run["candidates"]) for run in doc["runs"])
+    statuses = {r["status"] for r in rows}
+    assert statuses == {"ok", "failed"}  # quack out of shared memory on the longest rows
+    assert {r["reason"] for r in rows if r["status"] == "failed"} == {"raised RuntimeError: out of shared memory"}
+
+
 @pytest.mark.gpu
 def test_bench_cli_on_the_gpu(tmp_path):
     out = tmp_path / "bench.json"
-    p = run_cli("bench", "--rows", "64", "--cols", "4099", "--variants", "two_pass", "--repeats", "20",
-                "--output", str(out), cwd=tmp_path)
+    p = run_cli("bench", "--rows", "64", "--cols", "4099", "--variants", "two_pass", "--repeats", "20", "--seed", "3",
+                "--output", str(out), "--no-progress", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "two_pass" in p.stdout and "copy ceiling" in p.stdout
     doc = json.loads(out.read_text())
-    assert "--variants two_pass" in doc["command"]
+    assert "--variants two_pass" in doc["command"] and doc["method"]["seed"] == 3
     synthetic.validate(doc)
 
 
@@ -86,3 +147,12 @@ def test_the_recorded_command_reads_as_typed(monkeypatch):
     assert cli._command() == "python -m softmax_lab bench --output 'a b.json'"
     monkeypatch.setattr(sys, "argv", ["/venv/bin/softmax-lab", "sweep"])
     assert cli._command() == "softmax-lab sweep"
+
+
+def test_the_profile_table_names_every_candidate():
+    doc = test_plots.profile_doc()
+    doc["runs"][0]["candidates"][5].update(status="skipped", reason="no kernel", measured=None, measured_passes=None)
+    text = profile.format_profile(doc)
+    for r in doc["runs"][0]["candidates"]:
+        assert r["name"] in text
+    assert "SKIPPED: no kernel" in text and "1.00+1.00" in text

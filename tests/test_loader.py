@@ -2,13 +2,12 @@
 GPU or driver, and the compiler reports no register spills."""
 
 import re
+import sys
 
 import pytest
 
+import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab import loader, variants
-import sys
-
-import softmax_lab.variants  # noqa: F401
 from softmax_lab.device import DeviceInfo
 from softmax_lab.variants import SINGLE_READ_CONFIGS, WARP_ROW_VPT
 
@@ -30,6 +29,7 @@ def _derived_configs():
 
 def _long_row_configs():
     return sorted({c for dev in (H200, SMALL_HOPPER) for c in V.long_row_candidates(dev)}, key=lambda c: c.label())
+
 
 PLAIN_SOURCES = sorted({v.source for v in variants().values() if v.min_compute_capability < 90} | {"copy.cu"})
 
@@ -89,8 +89,55 @@ def test_header_edit_changes_the_compiled_text(tmp_path, monkeypatch):
     assert "// edited" in after and "// edited" not in before
 
 
-def test_options_are_explicit():
-    assert loader.options({"B": 2, "A": 1}) == ("--std=c++17", "-DA=1", "-DB=2")
+def test_options_are_explicit_and_keep_subnormals():
+    opts = loader.options({"B": 2, "A": 1}, "sm_90")
+    assert opts == loader.BASE_OPTIONS + ("-arch=sm_90", "-DA=1", "-DB=2")
+    assert "-ftz=false" in opts and not any(o.startswith("-ftz=true") for o in opts)
+
+
+def test_the_device_build_is_the_checked_build(tmp_path, monkeypatch):
+    """get_kernel loads the cubin that cubin_path writes, and that is byte for byte
+    what nvrtc_cubin (the CPU checks' build) gives for the same source and defines."""
+    monkeypatch.setenv("SOFTMAX_LAB_CACHE_DIR", str(tmp_path))
+    defines = (("SR_WARP_VPT", 8),)
+    seen = []
+    real = loader.nvrtc_cubin
+    monkeypatch.setattr(loader, "nvrtc_cubin", lambda *a, **k: seen.append((a, k)) or real(*a, **k))
+    path = loader.cubin_path("single_read.cu", "sm_90", defines)
+    assert seen == [(("single_read.cu", "sm_90", dict(defines)), {})]  # no extra options
+    assert path.read_bytes() == real("single_read.cu", "sm_90", dict(defines))[0]
+    assert loader.cubin_path("single_read.cu", "sm_90", defines) == path and len(seen) == 1  # cached
+
+
+def test_threads_build_a_module_once(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("SOFTMAX_LAB_CACHE_DIR", str(tmp_path))
+    calls = []
+    real = loader.nvrtc_cubin
+    monkeypatch.setattr(loader, "nvrtc_cubin", lambda *a, **k: calls.append(a) or real(*a, **k))
+    start = threading.Barrier(6)
+    paths = []
+
+    def build():
+        start.wait()
+        paths.append(loader.cubin_path("two_pass.cu", "sm_90"))
+
+    threads = [threading.Thread(target=build) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(set(paths)) == 1 and len(paths) == 6
+
+
+def test_cache_key_changes_with_options_and_source(monkeypatch):
+    a = loader._cache_key("two_pass.cu", "sm_90", ())
+    assert a == loader._cache_key("two_pass.cu", "sm_90", ())
+    assert a != loader._cache_key("two_pass.cu", "sm_80", ())
+    assert a != loader._cache_key("two_pass.cu", "sm_90", (("X", 1),))
+    monkeypatch.setattr(loader, "BASE_OPTIONS", loader.BASE_OPTIONS + ("-G",))
+    assert a != loader._cache_key("two_pass.cu", "sm_90", ())
 
 
 @pytest.mark.parametrize("source, defines, message", [
@@ -111,7 +158,7 @@ def test_impossible_configurations_fail_to_compile(source, defines, message):
     prog = nvrtc.createProgram(loader.kernel_source(source), source, [], [])
     try:
         with pytest.raises(nvrtc.NVRTCError):
-            nvrtc.compileProgram(prog, loader.options(defines) + ("-arch=sm_90",))
+            nvrtc.compileProgram(prog, loader.options(defines, "sm_90"))
         log = nvrtc.getProgramLog(prog)
     finally:
         nvrtc.destroyProgram(prog)

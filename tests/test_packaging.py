@@ -1,4 +1,4 @@
-"""pyproject.toml, environment.yml, README.md and .ci/run agree."""
+"""pyproject.toml, environment.yml, README.md and .ci/run agree; the install is light."""
 
 import re
 import sysconfig
@@ -9,23 +9,32 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
 def _name(req: str) -> str:
-    return re.split(r"[\[<>=! ]", req, maxsplit=1)[0].lower()
+    return re.split(r"[\[<>=!~; ]", req, maxsplit=1)[0].lower()
 
 
-def test_environment_yml_matches_pyproject():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+def test_environment_yml_installs_the_readme_route_from_pyproject():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    conda = {_name(d) for d in env["dependencies"] if isinstance(d, str)}
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    pip_names = {_name(p) for p in pip if not p.startswith("-e")}
-    runtime = {_name(d) for d in project["dependencies"]}
-    assert runtime == (conda | pip_names) - {"python", "pip", "jupyterlab"}
-    assert "cupy-cuda12x[ctk]" in pip and "-e ." in pip
-    assert {_name(d) for d in project["optional-dependencies"]["notebooks"]} <= conda
-    assert project["requires-python"] == ">=3.11" and "python>=3.11" in env["dependencies"]
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    (pip,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
+    assert {_name(d) for d in conda} == {"python", "pip"}  # everything else comes from pyproject.toml
+    assert f"python{PROJECT['requires-python']}" in conda
+    (target,) = pip
+    extras = set(re.fullmatch(r"\.\[([\w,]+)\]", target)[1].split(","))
+    assert extras == {"test", "notebooks"} and extras <= set(PROJECT["optional-dependencies"])
+    assert "jupyterlab" in PROJECT["optional-dependencies"]["notebooks"]
+
+
+def test_dependencies_are_only_what_is_used():
+    deps = {_name(d): d for d in PROJECT["dependencies"]}
+    assert set(deps) == {"cupy-cuda12x", "cuda-toolkit", "numpy", "matplotlib", "tqdm", "jsonschema"}
+    assert "[ctk]" not in deps["cupy-cuda12x"]
+    assert set(re.search(r"\[(.*)\]", deps["cuda-toolkit"])[1].split(",")) == {"nvrtc", "cudart"}
+    assert "torch" not in deps and PROJECT["optional-dependencies"]["torch"] == ["torch"]
+    assert {"pytest", "nbclient", "ipykernel", "jsonschema"} <= set(PROJECT["optional-dependencies"]["test"])
 
 
 def test_ci_runs_the_readme_commands():
@@ -34,13 +43,23 @@ def test_ci_runs_the_readme_commands():
     install, test = "python -m pip install '.[test]'", "python -m pytest -q"
     assert f"{install} && {test}" in readme
     assert install in ci and test in ci
+    assert "torch" not in ci  # the baselines are not needed on CPU CI
 
 
-def test_installed_package_carries_the_kernels():
+def test_installed_package_carries_the_kernels_and_schemas():
     """A non-editable install (as CI does) puts the CUDA sources in site-packages/softmax_lab/kernels."""
     installed = Path(sysconfig.get_paths()["purelib"]) / "softmax_lab"
     if not installed.is_dir():
         pytest.skip("softmax-lab is not installed into this environment (or installed editable)")
     for name in ("common.cuh", "three_pass.cu", "two_pass.cu", "multi_block.cu", "single_read.cu", "copy.cu"):
         assert (installed / "kernels" / name).is_file(), name
-    assert (installed / "results_schema.json").is_file()
+    assert (installed / "results_schema.json").is_file() and (installed / "profile_schema.json").is_file()
+
+
+def test_version_and_typing_marker():
+    import pathlib
+
+    import softmax_lab
+
+    assert isinstance(softmax_lab.__version__, str) and softmax_lab.__version__[0].isdigit()
+    assert (pathlib.Path(softmax_lab.__file__).parent / "py.typed").is_file()

@@ -1,52 +1,140 @@
-"""softmax_lab.plots: every figure drawn from a results document, saved as PNG."""
+"""softmax_lab.plots: every figure drawn from a results document, saved as PNG under a
+plain name; times shown against the copy, never model bytes / time."""
 
+import matplotlib.colors as mcolors
 import synthetic
+import test_profile
 
-from softmax_lab import bench, plots
+from softmax_lab import candidates as cat
+from softmax_lab import plots, profile, records
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_bandwidth_figure_shows_the_variants_band_and_the_copy_ceiling(tmp_path):
-    doc = synthetic.document("bench")
-    fig = plots.bandwidth(doc["runs"][0], tmp_path / "bw.png", doc=doc)
-    left, right = fig.axes
-    assert "12.9-25.8 GB" in left.get_legend().get_texts()[0].get_text()
-    assert "copy ceiling (copy.float4)" in right.get_legend().get_texts()[0].get_text()
-    assert (tmp_path / "bw.png").read_bytes().startswith(PNG)
+def profile_doc():
+    rows, cols = 4096, 393216
+    recs = []
+    for c in cat.candidates():
+        if c.kind == "host":
+            continue
+        m = {"kernels": ["k"], "launches_per_call": 1, "dram_read_bytes": rows * cols * 4.0,
+             "dram_write_bytes": rows * cols * 4.0, "l2_hit_rate_pct": 1.0, "dram_throughput_pct": 90.0,
+             "registers_per_thread": 32, "occupancy_pct": 50.0, "duration_ms": 3.0}
+        recs.append(profile.candidate_record(c, rows, cols, "ok", None, m))
+    return test_profile.document([{"shape": [rows, cols], "dtype": "float32", "data_bytes": rows * cols * 4,
+                                   "candidates": recs}])
 
 
-def test_time_figure(tmp_path):
+def test_bench_figure_shows_time_over_copy_with_the_floor_at_one(tmp_path):
     doc = synthetic.document("bench")
-    plots.times(doc["runs"][0], tmp_path / "t.png", doc=doc)
+    fig = plots.bench_time(doc["runs"][0], tmp_path / "t.png", doc=doc)
+    (ax,) = fig.axes
+    assert "copy" in ax.get_xlabel() and "GB/s" not in ax.get_xlabel()
+    right = ax.get_xlim()[1]
+    ratios = [r["vs_copy_time"] for r in doc["runs"][0]["candidates"] if r["vs_copy_time"]]
+    assert max(ratios) < right < 2 * max(ratios)
+    texts = [t.get_text() for t in ax.texts]
+    assert any(t.startswith("skipped: torch is not importable") for t in texts)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[0].startswith("copy floor: copy.float4")
     assert (tmp_path / "t.png").read_bytes().startswith(PNG)
 
 
-def test_sweep_figure_has_a_line_per_timed_candidate(tmp_path):
-    doc = synthetic.document("sweep")
+def test_bench_figure_marks_failed_candidates_in_red_and_shows_measured_traffic():
+    doc = synthetic.document("bench")
+    run = doc["runs"][0]
+    run["candidates"][0].update(status="failed", reason="check failed after the last timed call", stats=None,
+                                vs_copy_time=None)
+    fig = plots.bench_time(run, doc=doc, profile_run=profile_doc()["runs"][0])
+    ax = fig.axes[0]
+    failed = [t for t in ax.texts if t.get_text().startswith("FAILED: check failed")]
+    assert failed and mcolors.same_color(failed[0].get_color(), plots.FAILED_COLOR)
+    assert any("measured DRAM bytes" in t.get_text() for t in fig.legends[0].get_texts())
+
+
+def test_families_have_related_colours():
+    greens = [plots.color(n, "variant") for n in ("three_pass", "single_read", "auto")]
+    for c in greens:
+        r, g, b, _ = c
+        assert g >= r and g >= b
+    for n in cat.COPY_NAMES:
+        r, g, b, _ = plots.color(n, "copy")
+        assert abs(r - g) < 0.05 and abs(g - b) < 0.05
+    r, g, b, _ = plots.color("torch.softmax", "library")
+    assert b > r
+    assert plots.color("two_pass", "variant") != plots.color("three_pass", "variant")
+
+
+def test_sweep_figure_has_a_panel_per_batch_and_no_bandwidth_axis(tmp_path):
+    doc = synthetic.document("sweep", torch=True)
     fig = plots.sweep(doc, tmp_path / "s.png")
-    labels = {line.get_label() for line in fig.axes[0].get_lines()}
-    assert {"two_pass", "single_read", "copy.float4", "cupyx.softmax", "copy ceiling"} <= labels
-    assert "torch.softmax" not in labels  # skipped everywhere
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["batch: 32 rows", "batch: 132 rows", "batch: 2 GiB per tensor (11 shapes)"]
+    assert "copy" in fig.axes[0].get_ylabel() and "GB/s" not in fig.axes[0].get_ylabel()
+    labels = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert {"auto", "torch.compile", "quack.softmax", "copy floor"} <= labels
+    assert any(t.startswith("failed") for t in labels)  # quack past its shared memory
     assert fig.axes[0].get_xscale() == "log"
     assert (tmp_path / "s.png").read_bytes().startswith(PNG)
 
 
-def test_a_run_without_a_copy_ceiling_still_plots(tmp_path):
+def test_the_recorded_schema_1_sweep_still_plots():
+    doc = records.load(synthetic_recorded_path("sweep"))
+    fig = plots.sweep(doc)
+    assert len(fig.axes) == 1
+    assert plots.to_png(plots.grid(doc)).startswith(PNG)
+
+
+def synthetic_recorded_path(kind):
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "results" / f"{kind}.json"
+    if not path.is_file():
+        import pytest
+
+        pytest.skip(f"no recorded {path}")
+    return path
+
+
+def test_grid_heat_map_cells_are_auto_over_the_best_peer():
+    doc = synthetic.document("sweep", torch=True)
+    fig = plots.grid(doc)
+    ax = fig.axes[0]
+    image = ax.get_images()[0].get_array()
+    rows = [r for r in doc["runs"] if r["group"] == "32 rows"]
+    first = rows[0]
+    auto = next(r for r in first["candidates"] if r["name"] == "auto")["vs_copy_time"]
+    peer = min(r["vs_copy_time"] for r in first["candidates"] if r["name"] in cat.PEERS and r["vs_copy_time"])
+    assert abs(image[0, 0] - auto / peer) < 1e-12
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["32 rows", "132 rows", "2 GiB", "extra"]
+
+
+def test_traffic_figure_has_a_panel_per_shape():
+    fig = plots.traffic(profile_doc())
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["4096 x 393216"]
+    assert plots.to_png(fig).startswith(PNG)
+
+
+def test_a_run_without_a_copy_ceiling_still_plots():
     run = synthetic.run(64, 4099)
     for r in run["candidates"]:
         if r["kind"] == "copy":
-            r.update(status="error", reason="boom", stats=None, gbps=None)
-    run = bench.make_run(64, 4099, run["candidates"], l2_bytes=2**20)
+            r.update(status="failed", reason="boom", stats=None)
+    run = records.make_run(64, 4099, run["candidates"], l2_bytes=2**20)
     assert run["copy"] is None
-    assert plots.to_png(plots.bandwidth(run)).startswith(PNG)
-    assert plots.to_png(plots.times(run)).startswith(PNG)
+    assert plots.to_png(plots.bench_time(run)).startswith(PNG)
 
 
-def test_write_all_names_the_pngs_after_the_results_file(tmp_path):
+def test_write_all_gives_plain_names(tmp_path):
     bench_path, sweep_path = synthetic.write(tmp_path)
     out = tmp_path / "png"
-    expected = [out / "bench_bandwidth.png", out / "bench_time.png"]
-    assert plots.write_all(bench.load(bench_path), out, "bench") == expected
-    assert plots.write_all(bench.load(sweep_path), out, "sweep") == [out / "sweep_sweep.png"]
+    assert plots.write_all(records.load(bench_path), out) == [out / "bench_time.png"]
+    assert plots.write_all(records.load(sweep_path), out) == [out / "sweep.png", out / "grid.png"]
+    assert plots.write_all(profile_doc(), out) == [out / "traffic.png"]
     assert all(p.read_bytes().startswith(PNG) for p in out.iterdir())
+
+
+def test_file_suffixes_keep_figures_of_several_files_apart():
+    assert plots.file_suffix("bench", "bench") == ""
+    assert plots.file_suffix("profile_rows", "profile") == "_rows"
+    assert plots.file_suffix("r", "bench") == "_r"

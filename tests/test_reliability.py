@@ -1,0 +1,394 @@
+"""Streams, devices, aliasing, alignment, fallbacks, subnormals, threads and
+messages: every case ends in a correct result or a clear exception before any
+launch (issue 10).  CPU tests need no GPU; GPU tests are marked."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import softmax_lab
+from softmax_lab import api, loader
+from softmax_lab.reference import relative_error, softmax_reference
+from softmax_lab.variants import CannotRun, Shape, preferences
+
+VARIANTS = list(softmax_lab.variants())
+
+
+class FakeCai:
+    def __init__(self, **cai):
+        self.__cuda_array_interface__ = cai
+
+
+class FakeDlpack:
+    """A DLPack producer on a CUDA device with neither shape nor dtype."""
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, stream=None, **kwargs):
+        raise BufferError("this producer cannot export")
+
+
+# ------------------------------------------------------------------ CPU: messages
+def test_cai_without_typestr_is_named():
+    with pytest.raises(ValueError, match="has no 'typestr'"):
+        softmax_lab.softmax(FakeCai(shape=(2, 3), data=(1 << 30, False), version=2))
+
+
+@pytest.mark.parametrize("typestr", ["<V2", "|V2"])
+def test_two_byte_opaque_types_are_named_as_such(typestr):
+    with pytest.raises(TypeError, match="bfloat16"):
+        softmax_lab.softmax(FakeCai(shape=(2, 3), typestr=typestr, data=(1 << 30, False), version=2))
+
+
+def test_axis_true_is_not_one():
+    with pytest.raises(TypeError, match="axis must be an integer"):
+        softmax_lab.softmax(FakeCai(shape=(2, 3), typestr="<f4", data=(1 << 30, False), version=2), axis=True)
+
+
+def test_dlpack_without_shape_or_dtype_is_a_clear_error():
+    try:
+        softmax_lab.device.require_device()
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="needs a CUDA device"):
+            softmax_lab.softmax(FakeDlpack())
+    else:
+        with pytest.raises(TypeError, match="could not take .*FakeDlpack through DLPack"):
+            softmax_lab.softmax(FakeDlpack())
+
+
+def test_stream_of_an_unknown_type():
+    x = api.ArrayView(1 << 30, (2, 3), (12, 4), np.dtype(np.float32), 0)
+    with pytest.raises(TypeError, match="stream must be"):
+        api._resolve_stream("default", x, 0)
+
+
+# ------------------------------------------------------------------ CPU: plans and fallbacks
+F32 = np.dtype(np.float32)
+
+
+def _view(ptr, shape, strides):
+    return api.ArrayView(ptr, shape, strides, F32, 0)
+
+
+def test_overlap_rules_of_the_issue():
+    b = 1 << 30
+    # softmax(b[:, :100], out=b[:, 100:]) on a (4, 200) array: interleaved, disjoint
+    api.plan_call(_view(b, (4, 100), (800, 4)), _view(b + 400, (4, 100), (800, 4)), 1)
+    # softmax(b[::2], out=b[1::2]) on (8, 50)
+    api.plan_call(_view(b, (4, 50), (400, 4)), _view(b + 200, (4, 50), (400, 4)), 1)
+    # in place through v[None, :] and v.reshape(1, -1)
+    plan = api.plan_call(_view(b, (1, 10), (0, 4)), _view(b, (1, 10), (40, 4)), 1)
+    assert plan.y_ptr == plan.x_ptr == b
+    # a real partial overlap: one element on
+    with pytest.raises(ValueError, match="overlaps x"):
+        api.plan_call(_view(b, (4, 100), (400, 4)), _view(b + 4, (4, 100), (400, 4)), 1)
+
+
+def test_misaligned_pointers_and_strides_are_refused():
+    b = 1 << 30
+    with pytest.raises(ValueError, match="x is not aligned"):
+        api.plan_call(_view(b + 1, (2, 8), (32, 4)), None, 1)
+    with pytest.raises(ValueError, match="x is not aligned"):
+        api.plan_call(_view(b, (2, 8), (34, 4)), None, 1)
+    with pytest.raises(ValueError, match="out is not aligned"):
+        api.plan_call(_view(b, (2, 8), (32, 4)), _view(b + 4098, (2, 8), (32, 4)), 1)
+
+
+def test_auto_falls_back_when_a_preferred_variant_cannot_run(monkeypatch):
+    dev = softmax_lab.device.DeviceInfo(0, "fake H200", 90, 132, 60 << 20, 232448, 233472)
+    shape = Shape(132, 200_000, 200_000, 200_000)
+    first = preferences(shape, dev)[0]
+    assert first.name == "single_read"
+    prepared = []
+
+    def cannot(self, shape, dev, **knobs):
+        raise CannotRun("no cluster can be resident (test)")
+
+    def fake(self, shape, dev, **knobs):
+        prepared.append(self.name)
+        return lambda x, y, stream: None
+
+    cls = type(first)
+    monkeypatch.setattr(cls, "prepare", lambda self, s, d, **k: (cannot if self.name == "single_read" else fake)(
+        self, s, d, **k))
+    api._launchers.clear()
+    try:
+        variant, _ = api.launcher_for(shape, dev, "auto")
+        assert variant.name != "single_read" and prepared == [variant.name]
+        with pytest.raises(ValueError, match="resident"):
+            api.launcher_for(shape, dev, "single_read")
+    finally:
+        api._launchers.clear()
+
+
+# ------------------------------------------------------------------ GPU
+def _cp():
+    import cupy
+
+    return cupy
+
+
+def _check(out, x, axis=-1, tol=1e-6):
+    err = relative_error(out, softmax_reference(x, axis=axis))
+    assert err < tol, err
+
+
+@pytest.mark.gpu
+def test_torch_side_stream_with_a_long_producer():
+    """The producer's work sits on a side stream behind a long kernel; softmax
+    must be ordered after it (it runs on torch's current stream), and the
+    result usable in order on that stream."""
+    torch = pytest.importorskip("torch")
+    side = torch.cuda.Stream()
+    for trial in range(6):
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(20_000_000)  # ~10 ms of spinning ahead of the producer
+            t = torch.randn(97, 20_011, device="cuda") * (trial + 1)
+            t[3, ::3] = float("-inf")
+            y = softmax_lab.softmax(t)
+            out = torch.full_like(t, float("nan"))
+            softmax_lab.softmax(t, out=out)
+            expected = torch.softmax(t.double(), dim=1)
+            d1 = (torch.as_tensor(y, device="cuda").double() - expected).abs().max()
+            d2 = (out.double() - expected).abs().max()
+        side.synchronize()
+        assert float(d1) < 1e-6 and float(d2) < 1e-6, (trial, float(d1), float(d2))
+
+
+@pytest.mark.gpu
+def test_explicit_stream_argument():
+    cp = _cp()
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        x = cp.random.standard_normal((33, 5001), dtype=cp.float32)
+    y = softmax_lab.softmax(x, stream=s)
+    s.synchronize()
+    _check(y, x)
+
+
+@pytest.mark.gpu
+def test_empty_arrays_with_out():
+    cp = _cp()
+    for shape in ((0, 5), (5, 0), (0,), (2, 0, 3)):
+        out = cp.empty(shape, cp.float32)
+        assert softmax_lab.softmax(cp.empty(shape, cp.float32), out=out) is out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", VARIANTS + ["auto"])
+def test_valid_aliasing_is_accepted_and_correct(name):
+    cp = _cp()
+    b = cp.random.standard_normal((64, 200), dtype=cp.float32)
+    x = b[:, :100].copy()
+    softmax_lab.softmax(b[:, :100], variant=name, out=b[:, 100:])
+    _check(b[:, 100:], x)
+    b = cp.random.standard_normal((64, 300), dtype=cp.float32)
+    x = b[::2].copy()
+    softmax_lab.softmax(b[::2], variant=name, out=b[1::2])
+    _check(b[1::2], x)
+    v = cp.random.standard_normal(5000, dtype=cp.float32)
+    ref = softmax_reference(v[None, :])
+    softmax_lab.softmax(v[None, :], variant=name, out=v.reshape(1, -1))
+    assert relative_error(v[None, :], ref) < 1e-6
+    b = cp.random.standard_normal((8, 101), dtype=cp.float32)
+    with pytest.raises(ValueError, match="overlaps x"):
+        softmax_lab.softmax(b[:, 1:], variant=name, out=b[:, :100])
+    x = cp.random.standard_normal((7, 301), dtype=cp.float32)
+    out = cp.full((301, 7), cp.nan, dtype=cp.float32).T  # no unit-stride rows: filled by a copy
+    softmax_lab.softmax(x, variant=name, out=out)
+    _check(out, x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_misaligned_pointer_is_refused_and_the_gpu_stays_usable(offset):
+    cp = _cp()
+    buf = cp.zeros(4 * 1000 + 4, dtype=cp.uint8)
+    bad = buf[offset : offset + 4000].view(cp.float32).reshape(10, 100)
+    with pytest.raises(ValueError, match="not aligned"):
+        softmax_lab.softmax(bad)
+    good = cp.random.standard_normal((10, 100), dtype=cp.float32)
+    with pytest.raises(ValueError, match="out is not aligned"):
+        softmax_lab.softmax(good, out=bad)
+    _check(softmax_lab.softmax(good), good)
+    cp.cuda.Device().synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", VARIANTS)
+def test_subnormal_outputs_are_kept_as_torch_keeps_them(name):
+    torch = pytest.importorskip("torch")
+    cp = _cp()
+    for row in ([0.0, -90.0], [0.0, -90.0, -100.0, -87.5, 1.0, -103.0]):
+        x = cp.asarray([row], dtype=cp.float32)
+        y = softmax_lab.softmax(x, variant=name)
+        ref = softmax_reference(x)
+        expected = torch.softmax(torch.as_tensor(x, device="cuda"), dim=1)
+        got = cp.asnumpy(y)[0]
+        assert np.all(got[1:3] > 0) and np.all(got[1:3] < np.finfo(np.float32).tiny)  # subnormal, not 0
+        assert np.allclose(got, cp.asnumpy(ref)[0], rtol=1e-3, atol=1e-44)
+        assert np.allclose(got, expected.cpu().numpy()[0], rtol=1e-3, atol=1e-44)
+
+
+@pytest.mark.gpu
+def test_threads_compile_a_new_module_once(tmp_path, monkeypatch):
+    cp = _cp()
+    monkeypatch.setenv("SOFTMAX_LAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(loader, "_modules", {})
+    monkeypatch.setattr(api, "_launchers", {})
+    builds = []
+    real = loader.nvrtc_cubin
+    monkeypatch.setattr(loader, "nvrtc_cubin", lambda *a, **k: builds.append(a) or real(*a, **k))
+    x = cp.random.standard_normal((16, 3001), dtype=cp.float32)
+    start = threading.Barrier(8)
+    outs, errors = [], []
+
+    def call():
+        start.wait()
+        try:
+            outs.append(softmax_lab.softmax(x, variant="two_pass"))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(outs) == 8
+    assert [b[0] for b in builds] == ["two_pass.cu"]
+    for out in outs:
+        _check(out, x)
+
+
+@pytest.mark.gpu
+def test_forced_variant_that_cannot_run_is_a_value_error():
+    cp = _cp()
+    dev = softmax_lab.device_info()
+    v = softmax_lab.get_variant("single_read")
+    reason = v.unsupported_reason(10, dev)
+    x = cp.random.standard_normal((2, 10), dtype=cp.float32)
+    if reason:
+        with pytest.raises(ValueError):
+            softmax_lab.softmax(x, variant="single_read")
+    too_long = int(min(v.max_cols(dev), 1 << 24)) + 1
+    with pytest.raises(ValueError):
+        softmax_lab.softmax(cp.ones((1, too_long), cp.float32), variant="single_read")
+
+
+@pytest.mark.gpu
+def test_bfloat16_torch_tensor_is_named():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="bfloat16"):
+        softmax_lab.softmax(torch.randn(2, 3, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="CPU|cpu"):
+        softmax_lab.softmax(torch.randn(2, 3))
+
+
+def _two_devices():
+    cp = _cp()
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    return cp
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", VARIANTS + ["auto"])
+def test_input_on_another_device_runs_there(name):
+    cp = _two_devices()
+    with cp.cuda.Device(1):
+        x = cp.random.standard_normal((40, 70_001), dtype=cp.float32)
+        out = cp.full(x.shape, cp.nan, dtype=cp.float32)
+    assert cp.cuda.runtime.getDevice() == 0
+    y = softmax_lab.softmax(x, variant=name)
+    softmax_lab.softmax(x, variant=name, out=out)
+    assert y.device.id == 1 and cp.cuda.runtime.getDevice() == 0
+    with cp.cuda.Device(1):
+        cp.cuda.Device(1).synchronize()
+        _check(y, x)
+        _check(out, x)
+
+
+@pytest.mark.gpu
+def test_input_and_out_on_different_devices_is_refused():
+    cp = _two_devices()
+    x = cp.random.standard_normal((4, 100), dtype=cp.float32)
+    with cp.cuda.Device(1):
+        out = cp.empty((4, 100), cp.float32)
+    with pytest.raises(ValueError, match="device"):
+        softmax_lab.softmax(x, out=out)
+
+
+@pytest.mark.gpu
+def test_torch_tensor_on_the_second_device():
+    torch = pytest.importorskip("torch")
+    _two_devices()
+    side = torch.cuda.Stream(device=1)
+    with torch.cuda.device(1), torch.cuda.stream(side):
+        torch.cuda._sleep(10_000_000)
+        t = torch.randn(50, 30_001, device="cuda:1")
+        y = softmax_lab.softmax(t)
+        expected = torch.softmax(t.double(), 1)
+        diff = (torch.as_tensor(y, device="cuda:1").double() - expected).abs().max()
+    side.synchronize()
+    assert float(diff) < 1e-6
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+def test_repeated_calls_reuse_the_plan_and_stay_correct(kind):
+    cp = _cp()
+    api._calls.clear()
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        new = lambda: torch.randn(8, 1031, device="cuda")  # noqa: E731
+        to_cp = cp.asarray
+    else:
+        new = lambda: cp.random.standard_normal((8, 1031), dtype=cp.float32)  # noqa: E731
+        to_cp = lambda a: a  # noqa: E731
+    y = new()
+    for trial in range(3):
+        x = new()
+        ref = softmax_reference(to_cp(x))
+        assert softmax_lab.softmax(x, out=y) is y
+        assert relative_error(to_cp(y), ref) < 1e-6
+        assert relative_error(to_cp(softmax_lab.softmax(x, axis=-1)), ref) < 1e-6
+    assert len(api._calls) == 2
+    with pytest.raises(TypeError, match="axis must be an integer"):
+        softmax_lab.softmax(x, axis=True, out=y)  # the cached axis=1 plan is not taken
+    with pytest.raises(ValueError, match="unknown variant"):
+        softmax_lab.softmax(x, out=y, variant="fastest")
+    if kind == "cupy":  # the same layouts at another offset between x and out: checked afresh
+        b = cp.random.standard_normal((8, 2000), dtype=cp.float32)
+        x = b[:, :1000].copy()
+        softmax_lab.softmax(b[:, :1000], out=b[:, 1000:])
+        _check(b[:, 1000:], x)
+        with pytest.raises(ValueError, match="overlaps x"):
+            softmax_lab.softmax(b[:, :1000], out=b[:, 1:1001])
+
+
+class StreamedCai:
+    """A __cuda_array_interface__ v3 producer whose pending work is on `stream`."""
+
+    def __init__(self, a, stream):
+        cai = dict(a.__cuda_array_interface__)
+        cai.update(version=3, stream=stream.ptr)
+        self.__cuda_array_interface__ = cai
+
+
+@pytest.mark.gpu
+def test_cai_v3_producer_stream_is_waited_for():
+    torch = pytest.importorskip("torch")
+    cp = _cp()
+    side = torch.cuda.Stream()
+    s = cp.cuda.ExternalStream(side.cuda_stream)
+    for trial in range(4):
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(20_000_000)
+            t = torch.randn(64, 9_999, device="cuda")
+        y = softmax_lab.softmax(StreamedCai(t, s))  # runs on CuPy's stream, after side's work
+        expected = torch.softmax(t.double(), 1)
+        torch.cuda.synchronize()
+        assert float((torch.as_tensor(y, device="cuda").double() - expected).abs().max()) < 1e-6, trial
