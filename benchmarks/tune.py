@@ -1,11 +1,22 @@
-"""Times launch configurations of the variants on the device (the numbers
-behind the tables in softmax_lab/variants.py; see notes/TUNING.md).
+"""Times launch plans of the read-once variants on the device: the numbers
+behind the launch rules in softmax_lab/variants.py (see notes/TUNING.md).
 
-    PYTHONPATH=. python benchmarks/tune.py [--quick]
+For each shape: the copy ceiling (cupy.copyto of the same bytes), auto
+(softmax_lab.softmax with out=), the derived plan and its alternatives
+(every other cluster size and blocks per SM, vectors per thread nearer 8 or
+24), long_row's cluster sizes and multi_block for rows beyond a cluster.
+Every candidate is checked first on fresh random data with a NaN-poisoned
+output: no element left unwritten, every row sums to 1, sampled rows match a
+float64 reference, and a second call gives bitwise the same output.
+
+    PYTHONPATH=. python benchmarks/tune.py [--out DIR] [--quick]
 """
+
+from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -13,107 +24,182 @@ import cupy as cp
 import numpy as np
 
 import softmax_lab
-import softmax_lab.variants  # noqa: F401
-V = sys.modules["softmax_lab.variants"]
+import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab.reference import relative_error, softmax_reference
 
+V = sys.modules["softmax_lab.variants"]
 
-def time_ms(fn, repeats=10, warmup=2):
-    for _ in range(warmup):
-        fn()
+# (rows, cols, x offset, y offset) in elements: the offsets make x and y views
+# that start past a 16-byte boundary, each its own way.
+SHAPES = [
+    (4096, 393216, 0, 0), (16384, 32000, 0, 0), (4096, 128256, 0, 0), (4096, 151936, 0, 0),
+    (132, 393216, 0, 0), (32, 393216, 0, 0), (512, 100003, 0, 0), (8192, 50257, 0, 0),
+    (4096, 128257, 0, 0), (4096, 128256, 0, 1), (4096, 128256, 1, 1), (4096, 128256, 1, 2),
+    (1300, 500000, 0, 0), (1024, 1048576, 0, 0), (256, 4194304, 0, 0),
+]
+QUICK = [(512, 100003, 1, 3), (32, 393216, 0, 0), (64, 1048576, 0, 0)]
+REPEATS, WARMUP, CALLS_PER_SAMPLE = 15, 2, 6
+
+
+def time_ms(fns):
+    """Median, min and max ms per call: each sample calls the fns (one per buffer
+    set, so that small shapes are read from device memory, not L2) back to back,
+    at least CALLS_PER_SAMPLE calls."""
+    fns = fns * max(1, -(-CALLS_PER_SAMPLE // len(fns)))  # back to back, so host time overlaps device time
+    for _ in range(WARMUP):
+        for fn in fns:
+            fn()
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     times = []
-    for _ in range(repeats):
+    for _ in range(REPEATS):
         start.record()
-        fn()
+        for fn in fns:
+            fn()
         stop.record()
         stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
+        times.append(cp.cuda.get_elapsed_time(start, stop) / len(fns))
     return float(np.median(times)), float(min(times)), float(max(times))
 
 
-def check(y, x):
-    idx = np.unique(np.linspace(0, x.shape[0] - 1, 6).astype(int))
-    return relative_error(y[idx], softmax_reference(x[idx]))
+def check(run, x, y) -> str | None:
+    """None if `run` computes softmax(x) into y correctly and repeatably; else why not."""
+    y.fill(cp.nan)
+    run()
+    if bool(cp.isnan(y).any()):
+        return "unwritten or NaN outputs"
+    sums = y.sum(axis=1, dtype=cp.float64)
+    if float(cp.abs(sums - 1).max()) > 1e-4:
+        return f"row sums off by {float(cp.abs(sums - 1).max()):.2e}"
+    rows = np.unique(np.linspace(0, x.shape[0] - 1, 5).astype(int))
+    err = relative_error(cp.asnumpy(y[rows]), softmax_reference(cp.asnumpy(x[rows])))
+    if not err < 1e-5:
+        return f"relative error {err:.2e}"
+    first = y.copy()
+    y.fill(cp.nan)
+    run()
+    if not bool(cp.array_equal(first, y)):
+        return "not bitwise repeatable"
+    return None
+
+
+def candidates(rows: int, cols: int, dev, plan_only: bool = False):
+    """(label, variant name, knobs) to time, the derived plan first: then every
+    other cluster size and blocks per SM, and the plan's cluster with vectors
+    per thread nearer 8 and 24."""
+    out = []
+    if cols <= V._single_read_limit(dev):
+        plan = V.single_read_config(cols, dev, rows)
+        out.append((f"sr {plan.label()} (plan)", "single_read", {"config": plan}))
+        seen = {plan}
+        for target in (V.VPT_TARGET, 8, 24):
+            for c in V.single_read_candidates(cols, dev, vpt_target=target):
+                same = (c.cluster, c.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm)
+                wanted = target == V.VPT_TARGET or same
+                if c not in seen and not plan_only and wanted:
+                    seen.add(c)
+                    out.append((f"sr {c.label()}", "single_read", {"config": c}))
+        if cols > 393216 and not plan_only:  # where clusters of 16 are needed: long_row too
+            out += [(f"lr {c.label()}", "long_row", {"config": c}) for c in V.long_row_candidates(dev)]
+    else:
+        plan = V.long_row_config(cols, dev, rows)
+        out.append(("multi_block (auto's choice)", "multi_block", {}))
+        if not plan_only:
+            out += [(f"lr {c.label()}", "long_row", {"config": c}) for c in V.long_row_candidates(dev)]
+    return out
+
+
+def precompile(shapes, dev, plans=False):
+    """Builds every candidate's kernel up front, several at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = []
+    for rows, cols, xo, yo in shapes:
+        for _, name, knobs in candidates(rows, cols, dev, plan_only=plans or xo != 0 or yo != 0):
+            cfg = knobs.get("config")
+            if cfg is not None:
+                jobs.append((V.single_read_kernel if name == "single_read" else V.long_row_kernel, cfg))
+    t0 = time.time()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda job: job[0](job[1], dev), dict.fromkeys(jobs)))
+    print(f"built {len(set(jobs))} kernels in {time.time() - t0:.0f} s", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="tune.json")
-    ap.add_argument("--cols", type=int, nargs="*", default=[393216, 1024, 4096, 16384, 65536, 262144, 1048576])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--plans", action="store_true", help="time only auto and the derived plan of each shape")
     args = ap.parse_args()
     dev = softmax_lab.device_info()
     print(dev, flush=True)
-    results = []
-    C = V.ClusterConfig
-    candidates = {
-        1024: [],
-        4096: [C(1, 128, 8, 3), C(1, 256, 4, 2)],
-        16384: [C(1, 512, 8, 2), C(1, 256, 16, 2)],
-        65536: [C(2, 512, 16, 1), C(2, 1024, 8, 1), C(4, 256, 16, 1, 2)],
-        262144: [C(8, 512, 16, 1), C(8, 1024, 8, 1), C(16, 256, 16, 1, 2)],
-        393216: [C(8, 512, 24, 1), C(16, 256, 24, 1, 2), C(16, 384, 16, 2)],
-        1048576: [],
-    }
-    for cols in args.cols:
-        rows = max(1, 2**30 // cols)
-        x = cp.random.standard_normal((rows, cols), dtype=cp.float32)
-        y = cp.empty_like(x)
-        copy = min(time_ms(lambda: cp.copyto(y, x))[0] for _ in range(3))
-        row = {"rows": rows, "cols": cols, "copy_ms": copy, "runs": []}
-        print(f"\n== {rows} x {cols}: copy {copy:.3f} ms", flush=True)
+    stream = cp.cuda.get_current_stream()
+    precompile(QUICK if args.quick else SHAPES, dev, args.plans)
+    doc = {"device": dev.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "command": " ".join(sys.argv), "repeats": REPEATS, "results": []}
+    summary = []
+    for rows, cols, xo, yo in QUICK if args.quick else SHAPES:
+        t0 = time.time()
+        sets = min(8, -(-8 * dev.l2_bytes // (2 * rows * cols * 4)))
+        xbs = [cp.random.standard_normal((rows, cols + xo), dtype=cp.float32) * 4 for _ in range(sets)]
+        ybs = [cp.empty((rows, cols + yo), dtype=cp.float32) for _ in range(sets)]
+        pairs = [(xb[:, xo:], yb[:, yo:]) for xb, yb in zip(xbs, ybs)]
+        (x, y), xb, yb = pairs[0], xbs[0], ybs[0]
+        copy_ms = min(time_ms([lambda a=a, b=b: cp.copyto(b, a) for a, b in pairs])[0] for _ in range(2))
+        if xo or yo:  # the views' strided copy is slower than a copy of the same bytes: take the best
+            flat = [(cp.empty(rows * cols, cp.float32), cp.empty(rows * cols, cp.float32)) for _ in range(sets)]
+            copy_ms = min(copy_ms, time_ms([lambda a=a, b=b: cp.copyto(b, a) for a, b in flat])[0])
+            del flat
+        row = {"rows": rows, "cols": cols, "x_offset": xo, "y_offset": yo, "gib": x.nbytes / 2**30,
+               "buffer_sets": sets, "copy_ms": copy_ms, "runs": []}
+        print(f"\n== {rows} x {cols} (x+{xo}, y+{yo}), {x.nbytes / 2**30:.2f} GiB: copy {copy_ms:.4f} ms", flush=True)
+        shape = V.Shape(rows, cols, xb.shape[1], yb.shape[1], x.data.ptr % 16, y.data.ptr % 16)
 
-        def record(label, fn):
-            y.fill(cp.nan)
+        def record(label, make_run, extra=None):
             try:
-                fn()
-                err = check(y, x) if label != "torch.compile" else float("nan")
-                med, lo, hi = time_ms(fn)
-            except Exception as e:  # noqa: BLE001 - a config that cannot launch is a result too
-                print(f"{label:40s} FAILED {type(e).__name__}: {e}", flush=True)
-                row["runs"].append({"label": label, "error": str(e)})
-                return
-            print(f"{label:40s} {med:8.3f} ms  x{med / copy:5.3f}  [{lo:.3f}, {hi:.3f}]  err {err:.2e}", flush=True)
-            row["runs"].append({"label": label, "ms": med, "min": lo, "max": hi, "ratio": med / copy, "err": err})
+                problem = check(make_run(x, y), x, y)
+                runs = [make_run(a, b) for a, b in pairs]
+                med, lo, hi = time_ms(runs) if problem is None else (float("nan"),) * 3
+            except Exception as e:  # noqa: BLE001 - a plan that cannot launch is a result too
+                problem, med, lo, hi = f"{type(e).__name__}: {e}", *(float("nan"),) * 3
+            entry = {"label": label, "ms": med, "min": lo, "max": hi, "ratio": med / copy_ms, "error": problem,
+                     **(extra or {})}
+            row["runs"].append(entry)
+            status = f"FAILED {problem}" if problem else f"{med:8.4f} ms  x{med / copy_ms:6.3f}  [{lo:.4f}, {hi:.4f}]"
+            print(f"  {label:34s} {status}", flush=True)
+            return entry
 
-        p = V.Problem(x, y, rows, cols, cols, cols)
-        for name, v in softmax_lab.variants().items():
-            if name != "single_read":
-                record(name, lambda v=v: v.run(p, dev))
-        for chunk in ((4096, 16384) if cols >= 65536 else ()):
-            record(f"multi_block chunk={chunk}", lambda c=chunk: V._run_multi_block(p, dev, chunk_vecs=c))
-        for cfg in candidates.get(cols, []):
-            if cfg.capacity_floats < cols:
-                continue
+        auto = record("auto", lambda a, b: lambda: softmax_lab.softmax(a, out=b))
+        for label, name, knobs in candidates(rows, cols, dev, plan_only=args.plans or xo != 0 or yo != 0):
+            extra = {}
             try:
-                k = V.single_read_kernel(cfg, dev)
-                g = V.resident_groups(cfg, k, dev)
+                launch = V.get_variant(name).prepare(shape, dev, **knobs)
+                cfg = knobs.get("config")
+                if cfg is not None:
+                    kernel = (V.single_read_kernel if name == "single_read" else V.long_row_kernel)(cfg, dev)
+                    extra = {"groups": V.resident_groups(cfg, kernel, dev), "config": cfg.label()}
+                    label += f" g={extra['groups']}"
             except Exception as e:  # noqa: BLE001
-                print(f"{cfg} cannot build: {e}", flush=True)
+                print(f"  {label:34s} cannot prepare: {e}", flush=True)
                 continue
-            tag = f"sr {cfg.cluster}x{cfg.threads}x{cfg.vpt}x{cfg.stages}x{cfg.blocks_per_sm}"
-            record(f"{tag} g={g}", lambda c=cfg: V._run_single_read(p, dev, c))
-            if cfg.cluster == 1 and cols == 16384:
-                record(f"{tag} g=112", lambda c=cfg: V._run_single_read(p, dev, c, groups=112))
-            if cfg.cluster >= 8 and cols == 393216:
-                for gg in sorted({g - 1, g + 1}):
-                    if 0 < gg < g:
-                        record(f"{tag} g={gg}", lambda c=cfg, gg=gg: V._run_single_read(p, dev, c, groups=gg))
-        try:
-            import torch
-
-            tx = torch.as_tensor(x, device="cuda")
-            ty = torch.as_tensor(y, device="cuda")
-            record("torch.softmax", lambda: torch.ops.aten._softmax.out(tx, 1, False, out=ty))
-            compiled = torch.compile(lambda t: torch.softmax(t, dim=1))
-            record("torch.compile", lambda: ty.copy_(compiled(tx)) if False else compiled(tx))
-        except Exception as e:  # noqa: BLE001
-            print("torch:", e)
-        results.append(row)
-        del x, y
+            record(label, lambda a, b: lambda: launch(a.data.ptr, b.data.ptr, stream), extra)
+        if len(row["runs"]) > 1:  # the plan once more: the spread between two timings of one version
+            first = candidates(rows, cols, dev, plan_only=True)[0]
+            launch = V.get_variant(first[1]).prepare(shape, dev, **first[2])
+            record(first[0] + " again", lambda a, b: lambda: launch(a.data.ptr, b.data.ptr, stream))
+        ok = [r for r in row["runs"] if r["error"] is None and r["label"] != "auto"]
+        best = min(ok, key=lambda r: r["ms"]) if ok else None
+        summary.append((rows, cols, xo, yo, copy_ms, auto["ratio"], best["ratio"] if best else float("nan"),
+                        best["label"] if best else "-", row["runs"][1]["ratio"] if len(row["runs"]) > 1 else float("nan")))
+        doc["results"].append(row)
+        print(f"  ({time.time() - t0:.0f} s)", flush=True)
+        del x, y, xb, yb, xbs, ybs, pairs
         cp.get_default_memory_pool().free_all_blocks()
-    with open(args.out, "w") as f:
-        json.dump({"device": dev.name, "date": time.strftime("%Y-%m-%d %H:%M"), "command": " ".join(sys.argv), "results": results}, f, indent=1)
+        with open(os.path.join(args.out, "tune.json"), "w") as f:
+            json.dump(doc, f, indent=1)
+
+    print("\nshape (x+off, y+off)              copy ms   auto  plan   best  best candidate")
+    for rows, cols, xo, yo, copy_ms, auto, best, label, plan in summary:
+        print(f"{rows:>6} x {cols:<8} (+{xo}, +{yo})   {copy_ms:8.4f}  {auto:5.3f} {plan:5.3f}  {best:5.3f}  {label}")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,10 @@ __device__ __forceinline__ void online_add1(MaxSum& acc, float v) {
     acc.sum += exp_approx(v - exp_base(acc.max));
 }
 
+__device__ __forceinline__ float4 neg_inf4() {
+    return make_float4(SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF);
+}
+
 __device__ __forceinline__ float max4(float4 v) { return fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)); }
 
 // ---------------------------------------------------------------- reductions
@@ -120,16 +124,18 @@ __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* scratch) {
 
 // ------------------------------------------------------------- row layout
 // Elements [0, head) and [head + 4 * vecs, n) are scalar; [head, head + 4 *
-// vecs) is read as float4 from a 16-byte aligned address.  The output uses
-// float4 stores for the body only where its row has the same alignment as
-// the input row (y_vec); otherwise it stores the four floats one by one.
+// vecs) is read as float4 from a 16-byte aligned address.  The output body
+// y + head starts y_shift floats (0 to 3) past a 16-byte boundary: 0 when x
+// and y share their alignment.  store4 writes a misaligned body one float at
+// a time; store4_warp realigns a warp's vectors with shuffles instead, so
+// that every alignment keeps 16-byte stores.
 struct RowSpan {
     const float* x;
     float* y;
     i64 head;
     i64 vecs;
     i64 n;
-    bool y_vec;
+    int y_shift;
 };
 
 __device__ __forceinline__ RowSpan row_span(const float* x, float* y, i64 n) {
@@ -140,7 +146,7 @@ __device__ __forceinline__ RowSpan row_span(const float* x, float* y, i64 n) {
     i64 head = (i64)((16u - ((unsigned)(size_t)x & 15u)) & 15u) / 4;
     r.head = head < n ? head : n;
     r.vecs = (n - r.head) / 4;
-    r.y_vec = (((size_t)(y + r.head)) & 15u) == 0;
+    r.y_shift = (int)((((size_t)(y + r.head)) & 15u) / 4);
     return r;
 }
 
@@ -166,16 +172,22 @@ __device__ __forceinline__ unsigned long long l2_evict_last() {
     return policy;
 }
 
+// One 16-byte store to a 16-byte aligned address: evict-last or evict-first.
+template <bool EVICT_LAST>
+__device__ __forceinline__ void store_vec(float* p, float4 val) {
+    if (EVICT_LAST)
+        asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(val.x), "f"(val.y),
+                     "f"(val.z), "f"(val.w), "l"(l2_evict_last())
+                     : "memory");
+    else
+        __stcs(reinterpret_cast<float4*>(p), val);
+}
+
 template <bool EVICT_LAST = false>
 __device__ __forceinline__ void store4(const RowSpan& r, i64 v, float4 val) {
     float* p = r.y + r.head + 4 * v;
-    if (r.y_vec) {
-        if (EVICT_LAST)
-            asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(val.x),
-                         "f"(val.y), "f"(val.z), "f"(val.w), "l"(l2_evict_last())
-                         : "memory");
-        else
-            __stcs(reinterpret_cast<float4*>(p), val);
+    if (r.y_shift == 0) {
+        store_vec<EVICT_LAST>(p, val);
     } else {
         p[0] = val.x;
         p[1] = val.y;
@@ -183,6 +195,60 @@ __device__ __forceinline__ void store4(const RowSpan& r, i64 v, float4 val) {
         p[3] = val.w;
     }
 }
+
+// Body vector j of the row (`val`; `next` is vector j + 1) stored at the
+// alignment of y.  With y_shift = d > 0, output float e of the body lands on a
+// 16-byte boundary when e % 4 == 4 - d, so vector j contributes the aligned
+// vector made of its last d floats and the first 4 - d of vector j + 1 (when
+// j + 1 is stored by the same call sequence: `next_valid`), else its last d
+// floats one by one; `first` (the first vector of a run) also stores its first
+// 4 - d floats one by one.  So a run of vectors is written with 16-byte
+// stores except for at most 3 + 3 floats at its ends.
+template <bool EVICT_LAST = false>
+__device__ __forceinline__ void store_shifted(const RowSpan& r, i64 j, float4 val, float4 next, bool next_valid,
+                                              bool first) {
+    float* p = r.y + r.head + 4 * j;
+    const int d = r.y_shift;
+    const float a[4] = {val.x, val.y, val.z, val.w};
+    if (first) {
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+            if (c < 4 - d) p[c] = a[c];
+    }
+    if (next_valid) {
+        float4 out;
+        if (d == 1) out = make_float4(val.w, next.x, next.y, next.z);
+        else if (d == 2) out = make_float4(val.z, val.w, next.x, next.y);
+        else out = make_float4(val.y, val.z, val.w, next.x);
+        store_vec<EVICT_LAST>(p + 4 - d, out);
+    } else {
+#pragma unroll
+        for (int c = 1; c < 4; ++c)
+            if (c >= 4 - d) p[c] = a[c];
+    }
+}
+
+// store_shifted for a warp whose lanes hold consecutive body vectors j0 + l
+// (`valid` true for a prefix of the lanes): vector j + 1 comes from the next
+// lane by a shuffle, and each warp's 32 vectors are one run (31 16-byte
+// stores and up to 6 single floats).  Every lane of the warp must call it.
+template <bool EVICT_LAST = false>
+__device__ __forceinline__ void store4_warp(const RowSpan& r, i64 j, float4 val, bool valid) {
+    if (r.y_shift == 0) {
+        if (valid) store_vec<EVICT_LAST>(r.y + r.head + 4 * j, val);
+        return;
+    }
+    const unsigned lane = threadIdx.x & 31;
+    float4 next;
+    next.x = __shfl_down_sync(0xffffffffu, val.x, 1);
+    next.y = __shfl_down_sync(0xffffffffu, val.y, 1);
+    next.z = __shfl_down_sync(0xffffffffu, val.z, 1);
+    next.w = 0.f;
+    const bool next_valid = __shfl_down_sync(0xffffffffu, (int)valid, 1) && lane < 31;
+    if (valid) store_shifted<EVICT_LAST>(r, j, val, next, next_valid, lane == 0);
+}
+
+__device__ __forceinline__ float4 mul4(float4 v, float s) { return make_float4(v.x * s, v.y * s, v.z * s, v.w * s); }
 
 __device__ __forceinline__ float4 scale4(float4 v, float m, float inv_sum) {
     return make_float4(exp_approx(v.x - m) * inv_sum, exp_approx(v.y - m) * inv_sum,

@@ -16,7 +16,10 @@
 //      cluster barrier every thread reads the SR_CLUSTER pairs through
 //      distributed shared memory and merges them in a fixed order (the same
 //      in every block, so every block gets bitwise the same (M, S));
-//   5. y = e * e^(m_t - M) / S, stored with 16-byte stores.  Loads and stores
+//   5. y = e * e^(m_t - M) / S, stored with 16-byte stores at any alignment
+//      of y: where y is not aligned like x, each stored vector is made of two
+//      neighbouring ones (warp shuffles, and shared memory across warps), so
+//      only the 3 + 3 floats at a slice's ends are stored one by one.  Loads and stores
 //      carry an L2 evict-last policy (measured faster, notes/TUNING.md).
 //
 // Traffic: 1 read + 1 write = 8 bytes per fp32 element.
@@ -27,7 +30,7 @@
 // ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT, vecs = its float4 count.
 // The scalar head and tail (row start not 16-byte aligned, n % 4 != 0; at
 // most 3 + 3 elements) are read with plain loads by block 0, one row ahead.
-#include "common.cuh"
+#include "cluster.cuh"
 
 #ifndef SR_CLUSTER
 #define SR_CLUSTER 1
@@ -46,69 +49,25 @@
 #endif
 
 #define SR_CAPACITY (SR_THREADS * SR_VPT)  // float4 vectors a block holds per row
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-    unsigned done;
-    do {
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(smem_addr(bar)), "r"(parity)
-            : "memory");
-    } while (!done);
-}
-
-// Copies `vecs` float4 from global memory into a stage; the stage's mbarrier
-// completes when the bytes have landed (an empty slice just arrives).
-__device__ __forceinline__ void load_slice(float4* stage, const float4* src, i64 vecs, unsigned long long* bar) {
-    const unsigned bytes = (unsigned)(vecs * 16);
-    if (bytes == 0) {
-        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-        return;
-    }
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-                 : "memory");
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-            smem_addr(stage)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(l2_evict_last())
-        : "memory");
-}
-
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r = 0;
-#if SR_CLUSTER > 1
-    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#define SR_WARPS (SR_THREADS / 32)
+#ifndef SR_SMEM_LIMIT
+#define SR_SMEM_LIMIT 232448  // shared memory a block may opt in to on sm_90
 #endif
-    return r;
-}
 
-__device__ __forceinline__ void cluster_sync() {
-#if SR_CLUSTER > 1
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#else
-    __syncthreads();
-#endif
-}
-
-// Reads the MaxSum at `local` in the shared memory of cluster block `rank`.
-__device__ __forceinline__ MaxSum load_remote(const MaxSum* local, unsigned rank) {
-#if SR_CLUSTER > 1
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-    MaxSum v;
-    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.max), "=f"(v.sum) : "r"(remote) : "memory");
-    return v;
-#else
-    return *local;
-#endif
-}
+// The configuration's invariants (softmax_lab/variants.py derives configurations
+// that satisfy them; anything else must fail to compile, not run wrong).
+static_assert(SR_CLUSTER >= 1 && SR_CLUSTER <= 16 && (SR_CLUSTER & (SR_CLUSTER - 1)) == 0,
+              "the butterfly merge over the cluster needs a power-of-two cluster of at most 16 blocks");
+static_assert(SR_THREADS % 32 == 0 && SR_THREADS >= 32 && SR_THREADS <= 1024,
+              "whole warps (the block reductions and store4_warp), at most 1024 threads");
+static_assert(SR_VPT >= 1 && SR_STAGES >= 1 && SR_BLOCKS_PER_SM >= 1, "positive sizes");
+static_assert((long long)SR_STAGES * SR_CAPACITY * 16 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
+              "the stages (and 1/32 of a stage for realigned stores) must fit in the shared memory of a block");
+// Registers: an SM's 4 partitions hold 16384 each and take the warps in turn.
+#define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
+#define SR_REGISTER_BUDGET (16384 / (32 * SR_WARPS_PER_PARTITION) / 8 * 8)
+static_assert(4 * SR_VPT + (SR_CLUSTER == 1 ? 40 : 32) <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
+              "the row (4 registers per vector) plus 32 others (40 without a cluster) must fit the register budget");
 
 struct Slice {
     RowSpan r;
@@ -126,10 +85,6 @@ __device__ __forceinline__ Slice slice_of(const float* x, float* y, i64 row, i64
     return s;
 }
 
-__device__ __forceinline__ float4 neg_inf4() {
-    return make_float4(SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF, SOFTMAX_NEG_INF);
-}
-
 // The scalar (head or tail) element owned by this thread, or -inf.
 __device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
     const i64 k = threadIdx.x;
@@ -145,8 +100,9 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
     __shared__ __align__(8) unsigned long long full[SR_STAGES];
     __shared__ MaxSum published[2];  // this block's pair, by row parity
     __shared__ MaxSum scratch[32];
+    __shared__ float4 firsts[SR_VPT][SR_WARPS];  // each warp's first output vector, for realigned stores
 
-    const unsigned rank = cluster_rank();
+    const unsigned rank = cluster_rank<SR_CLUSTER>();
     const i64 cluster = blockIdx.x / SR_CLUSTER, clusters = gridDim.x / SR_CLUSTER;
     const i64 my_rows = cluster < rows ? (rows - 1 - cluster) / clusters + 1 : 0;
     const unsigned t = threadIdx.x;
@@ -155,12 +111,12 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         for (int s = 0; s < SR_STAGES; ++s) mbar_init(&full[s], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    cluster_sync();  // barriers initialised; every block of the cluster is running
+    cluster_sync<SR_CLUSTER>();  // barriers initialised; every block of the cluster is running
 
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it) {
             const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
-            load_slice(stages + it * SR_CAPACITY, body_in(s.r) + s.v0, s.vecs, &full[it]);
+            load_slice(stages + it * SR_CAPACITY, body_in(s.r) + s.v0, s.vecs, &full[it], l2_evict_last());
         }
     }
     float scalar_next =
@@ -185,7 +141,8 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             if (t == 0) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 const Slice next = slice_of(x, y, cluster + (it + SR_STAGES) * clusters, n, ld_x, ld_y, rank);
-                load_slice(stages + stage * SR_CAPACITY, body_in(next.r) + next.v0, next.vecs, &full[stage]);
+                load_slice(stages + stage * SR_CAPACITY, body_in(next.r) + next.v0, next.vecs, &full[stage],
+                           l2_evict_last());
             }
         }
         if (it + 1 < my_rows) scalar_next = load_scalar(slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank), rank);
@@ -207,26 +164,51 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 
         // 4. cluster-wide merge through distributed shared memory.
         if (t == 0) published[it & 1] = block;
-        cluster_sync();
-        MaxSum total = load_remote(&published[it & 1], (t & 31) % SR_CLUSTER);
-#pragma unroll
-        for (int o = SR_CLUSTER / 2; o > 0; o >>= 1) {
-            MaxSum other = {__shfl_xor_sync(0xffffffffu, total.max, o), __shfl_xor_sync(0xffffffffu, total.sum, o)};
-            total = merge(total, other);
-        }
+        cluster_sync<SR_CLUSTER>();
+        const MaxSum total = cluster_merge<SR_CLUSTER>(&published[it & 1]);
 
         // 5. normalise and store.  m = -inf here means all of this thread's
         // elements are -inf: e^(m - M) is 0, or NaN when the whole row is -inf.
         const float scale = exp_approx(m - total.max) * (1.f / total.sum);
 #pragma unroll
-        for (int k = 0; k < SR_VPT; ++k) {
-            const i64 j = t + k * SR_THREADS;
-            if (j < s.vecs)
-                store4<true>(s.r, s.v0 + j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale));
+        for (int k = 0; k < SR_VPT; ++k) v[k] = mul4(v[k], scale);
+        if (s.r.y_shift == 0) {
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k) {
+                const i64 j = t + k * SR_THREADS;
+                if (j < s.vecs) store_vec<true>(s.r.y + s.r.head + 4 * (s.v0 + j), v[k]);
+            }
+        } else {
+            // y is not aligned like x (the whole block takes this branch): the
+            // slice is one run of store_shifted, vector j + 1 from the next
+            // lane, or for a warp's last lane from the next warp's first
+            // vector (published in `firsts`; the block's last warp takes
+            // thread 0's vector of the next k).
+            const unsigned lane = t & 31, warp = t >> 5;
+            if (lane == 0) {
+#pragma unroll
+                for (int k = 0; k < SR_VPT; ++k) firsts[k][warp] = v[k];
+            }
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k) {
+                const i64 j = t + k * SR_THREADS;
+                const float4 val = v[k];
+                float4 next;
+                next.x = __shfl_down_sync(0xffffffffu, val.x, 1);
+                next.y = __shfl_down_sync(0xffffffffu, val.y, 1);
+                next.z = __shfl_down_sync(0xffffffffu, val.z, 1);
+                next.w = 0.f;
+                if (lane == 31) {
+                    if (warp + 1 < SR_WARPS) next = firsts[k][warp + 1];
+                    else if (k + 1 < SR_VPT) next = firsts[(k + 1) % SR_VPT][0];
+                }
+                if (j < s.vecs) store_shifted<true>(s.r, s.v0 + j, val, next, j + 1 < s.vecs, j == 0);
+            }
         }
         if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = scalar * scale;
     }
-    cluster_sync();  // no block leaves while another may still read its pairs
+    cluster_sync<SR_CLUSTER>();  // no block leaves while another may still read its pairs
 }
 
 __device__ __forceinline__ float4 load4_evict_last(const float4* p) {
@@ -245,6 +227,7 @@ __device__ __forceinline__ float4 load4_evict_last(const float4* p) {
 #ifndef SR_WARP_VPT
 #define SR_WARP_VPT 8
 #endif
+static_assert(SR_WARP_VPT >= 1 && 4 * SR_WARP_VPT + 32 <= 128, "the row must fit 128 registers per thread");
 
 extern "C" __global__ void __launch_bounds__(32, 16)
     single_read_warp(const float* __restrict__ x, float* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
@@ -274,10 +257,14 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         }
         // e^(base - m) is 1, or NaN-making inf when the whole row is -inf.
         const float scale = exp_approx(base - m) / warp_sum(sum);
+        // A warp's 32 vectors are one run of store_shifted (store4_warp).  (A
+        // whole-row run, lane 31 taking lane 0's vector of the next k, must have
+        // lane 0 *provide* that vector to the shuffle: run7 shows the first try,
+        // where lane 31 asked for it, wrong; kept per warp until measured.)
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = lane + 32 * k;
-            if (j < r.vecs) store4<true>(r, j, make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale));
+            store4_warp<true>(r, j, mul4(v[k], scale), j < r.vecs);
         }
         if (owns_scalar) r.y[scalar_index(r, lane)] = scalar * scale;
     }

@@ -8,8 +8,10 @@ everything that depends only on the shape and the device (compiling, occupancy
 queries, grid sizes) and returns a launcher, `launcher(x_ptr, y_ptr, stream)`,
 that only launches; softmax_lab.api caches launchers, so a steady-state call is
 a lookup plus a launch.  prepare raises CannotRun where the variant cannot run
-the shape on the device.  The launch tables below are the tuning knobs;
-notes/TUNING.md says how they were chosen.
+the shape on the device.  single_read's plan is derived from rows, row length,
+element size and device by a short rule (its section below); the constants
+there and the small tables of the other variants are the tuning knobs, and
+notes/TUNING.md says how they were measured.
 """
 
 from __future__ import annotations
@@ -113,59 +115,207 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
 
 
 # ---------------------------------------------------------------- single read
-@dataclass(frozen=True)
-class ClusterConfig:
-    cluster: int  # thread blocks per row (a power of two, at most 16)
-    threads: int
-    vpt: int  # float4 vectors per thread (held in registers)
-    stages: int  # shared-memory stages in the load ring
-    blocks_per_sm: int = 1  # blocks the register budget is sized for
-
-    @property
-    def capacity_floats(self) -> int:
-        """The longest row (float32 elements) this configuration holds on chip."""
-        return self.cluster * self.threads * self.vpt * 4
-
-    @property
-    def smem_bytes(self) -> int:
-        return self.stages * self.threads * self.vpt * 16
-
-    def defines(self) -> dict[str, int]:
-        return {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages,
-                "SR_BLOCKS_PER_SM": self.blocks_per_sm}
-
-
-# The first configuration whose capacity holds the row is used.  Measured on
-# the H200 (notes/TUNING.md); columns: cluster, threads, float4 per thread,
-# stages, blocks per SM.
-SINGLE_READ_CONFIGS = (
-    ClusterConfig(1, 128, 8, 3),  # rows <= 4096 (rows <= 1024 go to single_read_warp)
-    ClusterConfig(1, 256, 16, 2),  # <= 16384
-    ClusterConfig(2, 1024, 8, 1),  # <= 65536
-    ClusterConfig(8, 512, 16, 1),  # <= 262144
-    ClusterConfig(8, 512, 24, 1),  # <= 393216: 15 clusters of 8 resident on the H200
-    ClusterConfig(16, 768, 9, 2),  # <= 442368
-)
+# single_read's launch plan is derived, not tabulated.  The kernel keeps a row
+# on chip: the row's 16-byte vectors are split over a cluster of `cluster`
+# blocks, each block's slice over `threads` threads holding `vpt` vectors each
+# in registers, after a ring of `stages` shared-memory stages.  The rule, for
+# `rows` rows of `vecs` vectors (notes/TUNING.md has the measurements, runs 5
+# and 6 on the H200):
+#   1. cluster: the smallest power of two c_min whose slice P = ceil(vecs / c)
+#      fits one block (quack's cluster_n); for few rows also 2 * c_min, which
+#      gives more, shorter rounds (if its slices keep MIN_SLICE vectors);
+#   2. threads and vpt for the slice: at least MIN_THREADS_PER_SM threads per
+#      SM, within the register budget (4 registers per vector plus about 32);
+#      of the pairs filled to GOOD_FILL or more, vpt nearest VPT_TARGET, else
+#      the fullest;
+#   3. stages: one with a cluster (more stages with a cluster ran 1.2-1.7 x
+#      copy, one 1.06-1.10); without a cluster as many as fit, at most
+#      MAX_STAGES, beyond the first only within STAGES_BYTES;
+#   4. one or two blocks per SM and c_min or 2 * c_min: the least estimated
+#      time, rounds of resident clusters (plus one to fill and drain the
+#      pipeline) x the slice a block moves per round x blocks sharing an SM,
+#      x (1 + LARGER_CLUSTER_COST) for 2 * c_min; ties go to the first of
+#      (c_min, one block per SM), (c_min, two), (2 * c_min, one), (2 * c_min, two).
+VECTOR_BYTES = 16  # every kernel moves 16-byte vectors (4 fp32, 8 fp16/bf16 elements)
+REGISTERS_PER_SM = 65536  # every sm_70+ device
+OTHER_REGISTERS = 32  # registers per thread besides the row (indices, reductions)
+OTHER_REGISTERS_ONE_BLOCK = 40  # the same for clusters of one block (measured with ptxas: 1-8 more)
+MAX_VPT = 24  # vectors per thread in registers (8 x 512 x 24 is the measured best at 393216)
+VPT_TARGET = 16
+GOOD_FILL = 0.93
+MIN_FILL = 0.9  # what every derived plan reaches (tests/test_variants.py)
+MIN_THREADS_PER_SM = 512  # run5: clusters of 256-thread blocks, one per SM, ran 1.28-1.33 x copy
+MIN_SLICE = 1024  # vectors (16 KB): slices no shorter are not split over a larger cluster
+MAX_STAGES = 3
+STAGES_BYTES = 128 * 1024
+SMEM_RESERVED = 1024 + 512  # per block: the driver's 1 KB and the kernel's static shared memory
+MAX_CLUSTER = 16  # Hopper, with the non-portable cluster size allowed
+LARGER_CLUSTER_COST = 0.10  # run5/6: 8 vs 4 at 151936 +12 %, 16 vs 8 at 393216 +10-17 % beyond the rounds
+CLUSTER_COST = {1: 0.0, 2: 0.0, 4: 0.0, 8: 0.0, 16: 0.10}  # long_row's measured extra cost of clusters of 16
 _NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
 
 
-def single_read_config(cols: int, dev: DeviceInfo) -> ClusterConfig | None:
-    vecs = -(-cols // 4)
-    for c in SINGLE_READ_CONFIGS:
-        if -(-vecs // c.cluster) <= c.threads * c.vpt and c.smem_bytes + 1024 <= dev.smem_optin_bytes:
-            return c
-    return None
+def _is_power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    cluster: int  # thread blocks per row (a power of two, at most 16)
+    threads: int  # a multiple of 32, at most 1024
+    vpt: int  # 16-byte vectors per thread (held in registers)
+    stages: int  # shared-memory stages in the load ring
+    blocks_per_sm: int = 1  # blocks the register budget is sized for
+
+    def __post_init__(self):
+        if not (_is_power_of_two(self.cluster) and self.cluster <= MAX_CLUSTER):
+            raise ValueError(f"cluster {self.cluster}: the kernel's butterfly merge needs a power of two "
+                             f"of at most {MAX_CLUSTER}")
+        if not (self.threads % 32 == 0 and 32 <= self.threads <= 1024):
+            raise ValueError(f"threads {self.threads}: a multiple of 32, at most 1024")
+        if min(self.vpt, self.stages, self.blocks_per_sm) < 1:
+            raise ValueError(f"vpt, stages and blocks_per_sm must be positive: {self}")
+        if 4 * self.vpt + _other_registers(self.cluster) > _register_budget(self.threads, self.blocks_per_sm):
+            raise ValueError(f"{self}: {self.vpt} vectors per thread exceed the register budget")
+
+    @property
+    def capacity_vecs(self) -> int:
+        return self.cluster * self.threads * self.vpt
+
+    @property
+    def capacity_floats(self) -> int:
+        """The longest fp32 row this configuration holds on chip."""
+        return self.capacity_vecs * VECTOR_BYTES // ITEMSIZE
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * self.threads * self.vpt * VECTOR_BYTES
+
+    def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
+        d = {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages,
+             "SR_BLOCKS_PER_SM": self.blocks_per_sm}
+        if dev is not None:
+            d["SR_SMEM_LIMIT"] = dev.smem_optin_bytes
+        return d
+
+    def label(self) -> str:
+        return f"{self.cluster}x{self.threads}x{self.vpt}x{self.stages}x{self.blocks_per_sm}"
+
+
+def _register_budget(threads: int, blocks_per_sm: int) -> int:
+    """Registers per thread when `blocks_per_sm` blocks of `threads` share an SM:
+    its 4 partitions hold 16384 registers each and take the warps in turn;
+    allocated 8 at a time, at most 255 (what ptxas caps a kernel at under
+    __launch_bounds__(threads, blocks_per_sm))."""
+    warps_per_partition = -(-(threads // 32) * blocks_per_sm // 4)
+    return min(255, REGISTERS_PER_SM // 4 // (32 * warps_per_partition) // 8 * 8)
+
+
+def _other_registers(cluster: int) -> int:
+    return OTHER_REGISTERS_ONE_BLOCK if cluster == 1 else OTHER_REGISTERS
+
+
+def _max_vpt(threads: int, blocks_per_sm: int, cluster: int = 2) -> int:
+    return min(MAX_VPT, (_register_budget(threads, blocks_per_sm) - _other_registers(cluster)) // 4)
+
+
+def _block_smem(threads: int, vpt: int, stages: int) -> int:
+    """single_read's shared memory beyond SMEM_RESERVED: the stages, and each
+    warp's first vector per k for realigned stores (1/32 of a stage)."""
+    return stages * threads * vpt * VECTOR_BYTES + threads * vpt // 2
+
+
+def _smem_budget(dev: DeviceInfo, blocks_per_sm: int) -> int:
+    """Dynamic shared memory one block may take when `blocks_per_sm` share an SM."""
+    return min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // blocks_per_sm) - SMEM_RESERVED
+
+
+def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TARGET,
+                cluster: int = 2, smem_budget: int = 1 << 30) -> tuple[int, int] | None:
+    """(threads, vpt) for a slice of `per_block` vectors, or None if no block
+    holds it: at least MIN_THREADS_PER_SM / blocks_per_sm threads (fewer only
+    for shorter slices), within the register budget and a stage of at most
+    `smem_budget` bytes; of the pairs filled to GOOD_FILL, vpt nearest
+    vpt_target (then the fuller), else the fullest pair."""
+    best, best_key = None, None
+    fewest = min(MIN_THREADS_PER_SM // blocks_per_sm, -(-per_block // 32) * 32)
+    for threads in range(fewest, 1025, 32):
+        vpt = max(1, -(-per_block // threads))
+        if vpt > _max_vpt(threads, blocks_per_sm, cluster) or _block_smem(threads, vpt, 1) > smem_budget:
+            continue
+        fill = per_block / (threads * vpt)
+        key = (fill >= GOOD_FILL, -abs(vpt - vpt_target) if fill >= GOOD_FILL else 0, fill, threads)
+        if best_key is None or key > best_key:
+            best, best_key = (threads, vpt), key
+    return best
+
+
+def _config_for(vecs: int, cluster: int, blocks_per_sm: int, dev: DeviceInfo,
+                vpt_target: int = VPT_TARGET) -> ClusterConfig | None:
+    """Steps 2 and 3 of the rule for one cluster size and blocks per SM."""
+    budget = _smem_budget(dev, blocks_per_sm)
+    shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster, budget)
+    if shape is None:
+        return None
+    stage = shape[0] * shape[1] * VECTOR_BYTES
+    fit = max(s for s in range(1, MAX_STAGES + 1) if s == 1 or _block_smem(*shape, s) <= budget)
+    stages = 1 if cluster > 1 else max(1, min(fit, STAGES_BYTES // stage))
+    return ClusterConfig(cluster, *shape, stages, blocks_per_sm)
+
+
+def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
+                           vpt_target: int = VPT_TARGET) -> list[ClusterConfig]:
+    """The configurations step 4 chooses from: the smallest cluster that holds
+    rows of `cols` on `dev` and the next, one or two blocks per SM."""
+    vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
+    sizes = [c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and _config_for(vecs, c, 1, dev, vpt_target)]
+    sizes = sizes[:1] + [c for c in sizes[1:2] if vecs // c >= MIN_SLICE]
+    found = []
+    for cluster in sizes:
+        for blocks_per_sm in (1, 2):
+            config = _config_for(vecs, cluster, blocks_per_sm, dev, vpt_target)
+            if config is not None:
+                found.append(config)
+    return found
+
+
+def estimated_groups(config, dev: DeviceInfo) -> int:
+    """Resident clusters, estimated without the driver: clusters of 4 or more
+    blocks lose about 7 % of the SMs to the GPC layout (runs 5 and 6 on the
+    H200: 30 of 4, 15 of 8, 7 of 16 at one block per SM; 62, 30 and 14 at two)."""
+    usable = dev.sm_count * config.blocks_per_sm * (0.93 if config.cluster >= 4 else 1.0)
+    return max(1, int(usable) // config.cluster)
+
+
+def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, groups: int | None = None,
+              smallest_cluster: int | None = None) -> float:
+    """Estimated time, in vectors moved by one block: rounds x slice x blocks per SM."""
+    vecs = max(1, -(-cols * ITEMSIZE // VECTOR_BYTES))
+    rounds = -(-rows // (groups or estimated_groups(config, dev))) + 1
+    per_block = -(-vecs // config.cluster)
+    larger = config.cluster > (smallest_cluster or config.cluster)
+    return rounds * per_block * config.blocks_per_sm * (1 + (LARGER_CLUSTER_COST if larger else 0.0))
+
+
+def single_read_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE,
+                       vpt_target: int = VPT_TARGET) -> ClusterConfig | None:
+    """single_read's configuration for `rows` rows of `cols` elements on `dev`, or None."""
+    found = single_read_candidates(cols, dev, itemsize, vpt_target)
+    if not found:
+        return None
+    smallest = found[0].cluster
+    return min(found, key=lambda c: plan_cost(c, rows, cols, dev, smallest_cluster=smallest))
 
 
 def single_read_kernel(config: ClusterConfig, dev: DeviceInfo) -> cupy.RawKernel:
-    kernel = loader.get_kernel("single_read.cu", "single_read", config.defines(), device_id=dev.id)
+    kernel = loader.get_kernel("single_read.cu", "single_read", config.defines(dev), device_id=dev.id)
     kernel.max_dynamic_shared_size_bytes = config.smem_bytes
     if config.cluster > 8:
         cupy.cuda.driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
     return kernel
 
 
-def resident_groups(config: ClusterConfig, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
+def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
     """Clusters (or, for a cluster of one, blocks) that can be resident at once."""
     if config.cluster == 1:
         per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
@@ -179,28 +329,30 @@ def resident_groups(config: ClusterConfig, kernel: cupy.RawKernel, dev: DeviceIn
 WARP_ROW_VPT = 8
 WARP_ROW_COLS = 32 * WARP_ROW_VPT * 4
 
+# The configurations derived on an H200 for representative row lengths: the
+# builds that the compile checks (tests, `softmax-lab info`) cover.
+_H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
+REPRESENTATIVE_COLS = (1025, 2048, 4096, 8191, 16384, 32000, 50257, 65536, 100003, 128256, 151936, 262144,
+                       393216, 500000, 786432)
+SINGLE_READ_CONFIGS = tuple(sorted({single_read_config(c, _H200, rows) for c in REPRESENTATIVE_COLS
+                                    for rows in (32, 132, 4096, 1 << 20)}, key=lambda c: c.capacity_vecs))
 
-def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | None = None,
-                         groups: int | None = None) -> Launcher:
-    scalars = shape.scalars()
-    if config is None and shape.cols <= WARP_ROW_COLS:
-        function = loader.get_kernel("single_read.cu", "single_read_warp", {"SR_WARP_VPT": WARP_ROW_VPT},
-                                     device_id=dev.id).kernel
-        grid = (min(shape.rows, 2**31 - 1),)
 
-        def launch_warp(x: int, y: int, stream) -> None:
-            function(grid, (32,), (_ptr(x), _ptr(y), *scalars), stream=stream)
-
-        return launch_warp
-    config = config or single_read_config(shape.cols, dev)
-    if config is None:
-        raise CannotRun(f"variant 'single_read' holds rows of at most {_single_read_limit(dev)} elements "
-                        f"on {dev.name}; got {shape.cols}")
-    kernel = single_read_kernel(config, dev)
-    groups = min(shape.rows, groups or resident_groups(config, kernel, dev))
+def _cluster_launcher(make_kernel: Callable, config, shape: Shape, dev: DeviceInfo, groups: int | None,
+                      name: str) -> Launcher:
+    """A persistent launch of as many clusters as can be resident at once.  A
+    device that refuses the configuration (its cluster size, its shared memory,
+    no cluster resident: a small part, a MIG slice, a busy device) is CannotRun,
+    so that auto falls back to the next variant."""
+    try:
+        kernel = make_kernel(config, dev)
+        groups = min(shape.rows, groups or resident_groups(config, kernel, dev))
+    except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError, RuntimeError) as e:
+        raise CannotRun(f"variant {name!r}: {dev.name} cannot run {config}: {e}") from e
     if groups < 1:
-        raise CannotRun(f"variant 'single_read': no cluster of {config} can be resident on {dev.name}")
+        raise CannotRun(f"variant {name!r}: no cluster of {config} can be resident on {dev.name}")
     function, grid, block, smem = kernel.kernel, (groups * config.cluster,), (config.threads,), config.smem_bytes
+    scalars = shape.scalars()
 
     def launch(x: int, y: int, stream) -> None:
         function(grid, block, (_ptr(x), _ptr(y), *scalars), shared_mem=smem, stream=stream)
@@ -208,9 +360,138 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     return launch
 
 
+def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | None = None,
+                         groups: int | None = None) -> Launcher:
+    if config is None and shape.cols <= WARP_ROW_COLS:
+        function = loader.get_kernel("single_read.cu", "single_read_warp", {"SR_WARP_VPT": WARP_ROW_VPT},
+                                     device_id=dev.id).kernel
+        grid = (min(shape.rows, 2**31 - 1),)
+        scalars = shape.scalars()
+
+        def launch_warp(x: int, y: int, stream) -> None:
+            function(grid, (32,), (_ptr(x), _ptr(y), *scalars), stream=stream)
+
+        return launch_warp
+    config = config or single_read_config(shape.cols, dev, shape.rows, shape.itemsize)
+    if config is None:
+        raise CannotRun(f"variant 'single_read' holds rows of at most {_single_read_limit(dev)} elements "
+                        f"on {dev.name}; got {shape.cols}")
+    if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
+            _block_smem(config.threads, config.vpt, config.stages) + SMEM_RESERVED > dev.smem_optin_bytes:
+        raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
+    return _cluster_launcher(single_read_kernel, config, shape, dev, groups, "single_read")
+
+
 def _single_read_limit(dev: DeviceInfo) -> int:
-    fitting = [c.capacity_floats for c in SINGLE_READ_CONFIGS if c.smem_bytes + 1024 <= dev.smem_optin_bytes]
-    return max(fitting, default=0)
+    """The longest fp32 row single_read holds on `dev`: the largest cluster, the
+    largest slice a block holds in registers (within its shared memory)."""
+    per_block = max((t * min(_max_vpt(t, 1), _smem_budget(dev, 1) * 2 // (t * (2 * VECTOR_BYTES + 1)))
+                     for t in range(MIN_THREADS_PER_SM, 1025, 32)), default=0)
+    return MAX_CLUSTER * per_block * VECTOR_BYTES // ITEMSIZE
+
+
+# ------------------------------------------------------------------ long rows
+# long_row: rows longer than single_read holds.  A cluster per row; each block
+# keeps the first LONG_ROW_THREADS x smem_vpt vectors of its slice in shared
+# memory and the next LONG_ROW_THREADS x LONG_ROW_VPT in registers, and reads
+# the rest twice (the second time mostly from L2).  The cluster size: the one
+# with the least estimated time (long_row_cost).
+LONG_ROW_THREADS_PER_SM = 512
+LONG_ROW_VPT = 12  # the register part: 12 + LONG_ROW_UNROLL vectors in flight compile without spills at 128 registers
+LONG_ROW_UNROLL = 4
+
+
+@dataclass(frozen=True)
+class LongRowConfig:
+    cluster: int
+    threads: int
+    vpt: int  # vectors per thread in registers
+    smem_vpt: int  # vectors per thread in shared memory
+    unroll: int = LONG_ROW_UNROLL
+    blocks_per_sm: int = 1
+
+    def __post_init__(self):
+        if not (_is_power_of_two(self.cluster) and self.cluster <= MAX_CLUSTER):
+            raise ValueError(f"cluster {self.cluster}: the kernel's butterfly merge needs a power of two "
+                             f"of at most {MAX_CLUSTER}")
+        if not (self.threads % 32 == 0 and 32 <= self.threads <= 1024):
+            raise ValueError(f"threads {self.threads}: a multiple of 32, at most 1024")
+        if self.vpt < 0 or self.smem_vpt < 1 or self.unroll < 1 or self.blocks_per_sm < 1:
+            raise ValueError(f"sizes must be positive: {self}")
+        if 4 * (self.vpt + self.unroll) + OTHER_REGISTERS > _register_budget(self.threads, self.blocks_per_sm):
+            raise ValueError(f"{self}: the register part exceeds the register budget")
+
+    @property
+    def on_chip_vecs(self) -> int:
+        return self.cluster * self.threads * (self.vpt + self.smem_vpt)
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.threads * self.smem_vpt * VECTOR_BYTES
+
+    def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
+        d = {"LR_CLUSTER": self.cluster, "LR_THREADS": self.threads, "LR_VPT": self.vpt,
+             "LR_SMEM_VPT": self.smem_vpt, "LR_UNROLL": self.unroll, "LR_BLOCKS_PER_SM": self.blocks_per_sm}
+        if dev is not None:
+            d["LR_SMEM_LIMIT"] = dev.smem_optin_bytes
+        return d
+
+    def label(self) -> str:
+        return f"{self.cluster}x{self.threads}x{self.vpt}+{self.smem_vpt}x{self.blocks_per_sm}"
+
+
+def long_row_candidates(dev: DeviceInfo) -> list[LongRowConfig]:
+    found = []
+    for blocks_per_sm in (1, 2):
+        threads = LONG_ROW_THREADS_PER_SM // blocks_per_sm
+        smem_vpt = _smem_budget(dev, blocks_per_sm) // (threads * VECTOR_BYTES)
+        if smem_vpt >= 1:
+            found += [LongRowConfig(c, threads, LONG_ROW_VPT, smem_vpt, blocks_per_sm=blocks_per_sm)
+                      for c in (4, 8, 16) if c <= MAX_CLUSTER]
+    return found
+
+
+def long_row_cost(config: LongRowConfig, rows: int, cols: int, dev: DeviceInfo, groups: int | None = None) -> float:
+    """Estimated time, in vectors moved by one block: rounds x (slice + the
+    re-read part at its cost) x blocks per SM.  A re-read costs REREAD_L2_COST
+    where it hits L2 and a full read where it misses; it hits in the share of
+    half the L2 that the re-read parts of all resident clusters take.  One block
+    per SM runs its loads and stores one after the other (ONE_BLOCK_COST)."""
+    vecs = max(1, -(-cols * ITEMSIZE // VECTOR_BYTES))
+    per_block = -(-vecs // config.cluster)
+    reread = max(0, per_block - config.on_chip_vecs // config.cluster)
+    g = groups or estimated_groups(config, dev)
+    in_flight = g * config.cluster * reread * VECTOR_BYTES
+    hit = min(1.0, dev.l2_bytes / 2 / in_flight) if in_flight else 1.0
+    reread_cost = REREAD_L2_COST * hit + (1 - hit)
+    rounds = -(-rows // g) + 1
+    serial = ONE_BLOCK_COST if config.blocks_per_sm == 1 else 1.0
+    return (rounds * (per_block + reread_cost * reread) * config.blocks_per_sm * serial
+            * (1 + CLUSTER_COST[config.cluster]))
+
+
+REREAD_L2_COST = 0.25  # a re-read served by L2, in reads from device memory
+ONE_BLOCK_COST = 1.5  # run5: one block per SM ran 1.65-1.9 x copy where the traffic alone says 1.0-1.3
+
+
+def long_row_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20) -> LongRowConfig | None:
+    return min(long_row_candidates(dev), key=lambda c: long_row_cost(c, rows, cols, dev), default=None)
+
+
+def long_row_kernel(config: LongRowConfig, dev: DeviceInfo) -> cupy.RawKernel:
+    kernel = loader.get_kernel("long_row.cu", "long_row", config.defines(dev), device_id=dev.id)
+    kernel.max_dynamic_shared_size_bytes = config.smem_bytes
+    if config.cluster > 8:
+        cupy.cuda.driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+    return kernel
+
+
+def _prepare_long_row(shape: Shape, dev: DeviceInfo, config: LongRowConfig | None = None,
+                      groups: int | None = None) -> Launcher:
+    config = config or long_row_config(shape.cols, dev, shape.rows)
+    if config is None or config.smem_bytes + SMEM_RESERVED > dev.smem_optin_bytes:
+        raise CannotRun(f"variant 'long_row': {dev.name} has too little shared memory per block for {config}")
+    return _cluster_launcher(long_row_kernel, config, shape, dev, groups, "long_row")
 
 
 # --------------------------------------------------------------- the registry
@@ -288,9 +569,19 @@ _ALL = (
         reads=1, writes=1, min_compute_capability=90,
         summary="row held on chip across a thread-block cluster, combined through distributed shared memory",
         launch_rule=(f"rows <= {WARP_ROW_COLS}: one warp per row; longer: a persistent grid of resident "
-                     "clusters, configuration by row length from SINGLE_READ_CONFIGS"),
+                     "clusters, configuration derived from rows, row length and device (single_read_config)"),
         prepare_launch=_prepare_single_read,
         max_cols=_single_read_limit,
+    ),
+    Variant(
+        name="long_row",
+        source="long_row.cu",
+        entries=("long_row",),
+        reads=1, writes=1, min_compute_capability=90,
+        summary=("rows longer than a cluster holds: a cluster per row, the row in shared memory and registers, "
+                 "the rest read twice (the second time mostly from L2)"),
+        launch_rule="a persistent grid of resident clusters of 4, 8 or 16 blocks, 512 threads per SM (long_row_config)",
+        prepare_launch=_prepare_long_row,
     ),
 )
 
@@ -313,8 +604,11 @@ def get_variant(name: str) -> Variant:
 # up to 1024 elements: a warp per row (single_read_warp).  Rows up to 4096
 # stay in L1/L2 between passes, so three_pass moves no more device memory than
 # one read there and has the least overhead.  Longer rows go to single_read
-# where the device has it, and past what a cluster holds to the two-read
-# algorithms (split over blocks for very long rows).
+# where the device has it (its plan depends on rows, row length and device),
+# and past what a cluster holds (or without Hopper) to the two-read
+# algorithms, split over blocks for very long rows.  long_row, which reads
+# most of a long row once, measured slower than multi_block on the H200 (runs
+# 5 and 6: 1.65-2.0 against 1.55 x copy), so auto does not pick it yet.
 AUTO_RULES = (
     (WARP_ROW_COLS, ("single_read", "three_pass")),
     (4096, ("three_pass",)),

@@ -169,3 +169,130 @@ ALGORITHMS = {
     "single_read": single_read,
     "single_read_warp": single_read_warp,
 }
+
+
+def store_shifted(out, writes, j, val, nxt, next_valid, first, d):
+    """common.cuh store_shifted: body vector j into `out` (the body, y + head)
+    at shift d; `writes` counts every float written and records vector stores."""
+    p = 4 * j
+    if first:
+        for c in range(4 - d):
+            out[p + c] = val[c]
+            writes["floats"][p + c] += 1
+    if next_valid:
+        aligned = np.concatenate([val[4 - d:], nxt[: 4 - d]])
+        out[p + 4 - d : p + 8 - d] = aligned
+        writes["floats"][p + 4 - d : p + 8 - d] += 1
+        writes["vectors"].append(p + 4 - d)
+    else:
+        for c in range(4 - d, 4):
+            out[p + c] = val[c]
+            writes["floats"][p + c] += 1
+
+
+def shfl(provided, src):
+    """__shfl_sync over a warp: lane l gets the value lane src[l] *provides*
+    (what each lane passes in, not what the reader would like)."""
+    return provided[np.asarray(src)]
+
+
+def shfl_down(provided, delta=1):
+    """__shfl_down_sync: lane l gets lane l + delta's value; lanes past the end keep their own."""
+    lanes = np.arange(32)
+    return shfl(provided, np.where(lanes + delta < 32, lanes + delta, lanes))
+
+
+def realigned_block_stores(body, v0, vecs, threads, vpt, d):
+    """single_read.cu's realigned store of one block's slice (vectors [v0, v0 +
+    vecs) of `body`, held by thread t as vectors t + k * threads): lane l + 1's
+    vector by shuffle, a warp's last lane takes the next warp's first vector
+    from `firsts`, the block's last warp thread 0's vector of the next k."""
+    warps = threads // 32
+    n = 4 * len(body) + 8
+    out = np.full(n, np.nan, dtype=F32)
+    writes = {"floats": np.zeros(n, dtype=int), "vectors": []}
+    held = np.zeros((vpt, threads, 4), dtype=F32)
+    for k in range(vpt):
+        for t in range(threads):
+            if t + k * threads < vecs:
+                held[k, t] = body[v0 + t + k * threads]
+    firsts = held[:, ::32]  # [k][warp], written by each warp's lane 0
+    for k in range(vpt):
+        for warp in range(warps):
+            nxt = shfl_down(held[k, 32 * warp : 32 * warp + 32])
+            nxt[31] = firsts[k, warp + 1] if warp + 1 < warps else (firsts[k + 1, 0] if k + 1 < vpt else nxt[31])
+            for lane in range(32):
+                t = 32 * warp + lane
+                j = t + k * threads
+                if j < vecs:
+                    store_shifted(out, writes, v0 + j, held[k, t], nxt[lane], j + 1 < vecs, j == 0, d)
+    return out, writes
+
+
+def realigned_warp_stores(body, vpt, d):
+    """single_read_warp's store (store4_warp): each warp's 32 vectors (lane l
+    holds vector l + 32 k) are one run, vector j + 1 by a shuffle down."""
+    n = 4 * len(body) + 8
+    out = np.full(n, np.nan, dtype=F32)
+    writes = {"floats": np.zeros(n, dtype=int), "vectors": []}
+    lanes = np.arange(32)
+    for k in range(vpt):
+        j = lanes + 32 * k
+        valid = j < len(body)
+        held = np.where(valid[:, None], body[np.minimum(j, len(body) - 1)], 0).astype(F32)
+        nxt = shfl_down(held)
+        next_valid = shfl_down(valid) & (lanes < 31)
+        for lane in range(32):
+            if valid[lane]:
+                store_shifted(out, writes, j[lane], held[lane], nxt[lane], next_valid[lane], lane == 0, d)
+    return out, writes
+
+
+def long_row_parts(vecs, cluster, threads, vpt, smem_vpt, rank):
+    """long_row.cu long_slice(): (v0, S, R, G) vector counts of block `rank`."""
+    per_block = -(-vecs // cluster)
+    v0 = min(rank * per_block, vecs)
+    n = min(per_block, vecs - v0)
+    s = min(n, threads * smem_vpt)
+    r = min(n - s, threads * vpt)
+    return v0, s, r, n - s - r
+
+
+def long_row(row, misalign=0, threads=32, cluster=4, vpt=2, smem_vpt=3, unroll=4):
+    """long_row.cu: per block, online (max, sum) over G, max over S, R and G's
+    max, e in place for S and R; block and cluster merges; y = e * e^(m - M) / S
+    for S and R, e^(x - M) / S for G (re-read)."""
+    body, scalars = split(row, misalign)
+    head, vecs = row_span(len(row), misalign)
+    out = np.empty_like(row)
+    blocks = []
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for rank in range(cluster):
+            v0, s, r, g = long_row_parts(len(body), cluster, threads, vpt, smem_vpt, rank)
+            g_vecs = body[v0 + s + r : v0 + s + r + g]
+            gm, gs = online_threads(g_vecs, scalars[:0], threads)
+            on_chip = thread_vectors(body[v0 : v0 + s + r], threads)
+            sc = np.full(threads, NEG_INF, dtype=F32)
+            if rank == 0:
+                sc[: len(scalars)] = scalars
+            m = np.fmax(np.fmax(gm, np.fmax.reduce(on_chip, axis=(0, 2))), sc).astype(F32)
+            base = exp_base(m)
+            e = exp_approx(on_chip - base[None, :, None])
+            e_sc = exp_approx(sc - base)
+            total = (gs * exp_approx(gm - base) + e.sum(axis=(0, 2), dtype=F32) + e_sc).astype(F32)
+            blocks.append((v0, s + r, g, m, e, e_sc, block_merge(m, total)))
+        big_m, big_s = merge_all([b[-1] for b in blocks])
+        for rank, (v0, on, g, m, e, e_sc, _) in enumerate(blocks):
+            scale = (exp_approx(m - big_m) * (F32(1) / big_s)).astype(F32)
+            y = (e * scale[None, :, None]).reshape(-1, 4)[:on]
+            out[head + 4 * v0 : head + 4 * (v0 + on)] = y.reshape(-1)
+            gx = body[v0 + on : v0 + on + g]
+            out[head + 4 * (v0 + on) : head + 4 * (v0 + on + g)] = (exp_approx(gx - exp_base(big_m)) * (F32(1) / big_s)).reshape(-1)
+            if rank == 0 and len(scalars):
+                y_sc = e_sc * scale
+                out[:head] = y_sc[:head]
+                out[head + 4 * vecs :] = y_sc[head : len(scalars)]
+    return out
+
+
+ALGORITHMS["long_row"] = long_row

@@ -71,3 +71,50 @@ def test_single_read_any_cluster(cluster):
     row = np.random.default_rng(cluster).standard_normal(1027).astype(np.float32)
     out = ALGORITHMS["single_read"](row, 3, cluster=cluster)
     assert relative_error(out, softmax_reference(row)) < 1e-6
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("threads, vpt, v0, vecs", [(64, 3, 0, 150), (96, 2, 40, 192), (32, 4, 5, 1), (128, 1, 0, 127)])
+def test_realigned_block_stores_write_every_float_once(threads, vpt, v0, vecs, d):
+    from emulate import realigned_block_stores
+
+    body = np.random.default_rng(d).standard_normal((v0 + vecs + 3, 4)).astype(np.float32)
+    out, writes = realigned_block_stores(body, v0, vecs, threads, vpt, d)
+    span = slice(4 * v0, 4 * (v0 + vecs))
+    assert (writes["floats"][span] == 1).all() and writes["floats"].sum() == 4 * vecs
+    assert np.array_equal(out[span], body[v0 : v0 + vecs].reshape(-1))
+    # every vector store lands on a 16-byte boundary of y, and only the slice's ends are scalar
+    assert all((p + d) % 4 == 0 for p in writes["vectors"])
+    assert len(writes["vectors"]) == vecs - 1
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("vecs, vpt", [(1, 1), (31, 1), (32, 1), (33, 2), (256, 8), (200, 8)])
+def test_realigned_warp_stores_write_every_float_once(vecs, vpt, d):
+    from emulate import realigned_warp_stores
+
+    body = np.random.default_rng(vecs).standard_normal((vecs, 4)).astype(np.float32)
+    out, writes = realigned_warp_stores(body, vpt, d)
+    assert (writes["floats"][: 4 * vecs] == 1).all() and writes["floats"].sum() == 4 * vecs
+    assert np.array_equal(out[: 4 * vecs], body.reshape(-1))
+    assert len(writes["vectors"]) == vecs - -(-vecs // 32)  # one run per warp: 31 of every 32 vectors
+
+
+def test_shuffle_gives_what_the_source_lane_provides():
+    from emulate import shfl
+
+    # lane 31 asking lane 0 gets what lane 0 passes in (run7's bug in a whole-row realignment)
+    provided = np.arange(32) * 10
+    assert shfl(provided, [(l + 1) % 32 for l in range(32)])[31] == 0
+
+
+@pytest.mark.parametrize("cluster", [1, 2, 4, 16])
+@pytest.mark.parametrize("n", [37, 1027, 5003])
+def test_long_row_with_every_part(cluster, n):
+    from emulate import long_row, long_row_parts
+
+    row = np.random.default_rng(n).standard_normal(n).astype(np.float32) * 3
+    out = long_row(row, 1, threads=32, cluster=cluster, vpt=2, smem_vpt=3)
+    assert relative_error(out, softmax_reference(row)) < 1e-6
+    parts = [long_row_parts((n - 3) // 4, cluster, 32, 2, 3, r) for r in range(cluster)]
+    assert sum(s + r + g for _, s, r, g in parts) == (n - 3) // 4

@@ -2,11 +2,34 @@
 GPU or driver, and the compiler reports no register spills."""
 
 import re
+import sys
 
 import pytest
 
+import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab import loader, variants
+from softmax_lab.device import DeviceInfo
 from softmax_lab.variants import SINGLE_READ_CONFIGS, WARP_ROW_VPT
+
+V = sys.modules["softmax_lab.variants"]
+H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
+SMALL_HOPPER = DeviceInfo(0, "a smaller sm_90 part", 90, 66, 25 * 2**20, 101376, 102400)
+
+
+def _derived_configs():
+    """single_read's plans over a grid of row lengths and row counts, on the H200
+    and on a smaller device, plus every candidate the tuning script times."""
+    found = set(SINGLE_READ_CONFIGS)
+    for dev in (H200, SMALL_HOPPER):
+        for cols in (1025, 3001, 8191, 20000, 32000, 50257, 100003, 128256, 151936, 262147, 393216, 600001, 786432):
+            if cols <= V._single_read_limit(dev):
+                found |= set(V.single_read_candidates(cols, dev))
+    return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm))
+
+
+def _long_row_configs():
+    return sorted({c for dev in (H200, SMALL_HOPPER) for c in V.long_row_candidates(dev)}, key=lambda c: c.label())
+
 
 PLAIN_SOURCES = sorted({v.source for v in variants().values() if v.min_compute_capability < 90} | {"copy.cu"})
 
@@ -16,8 +39,10 @@ def _builds():
         for arch in ("sm_80", "sm_90"):
             yield pytest.param(source, arch, None, id=f"{source}-{arch}")
     yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": WARP_ROW_VPT}, id="single_read_warp")
-    for c in SINGLE_READ_CONFIGS:
-        yield pytest.param("single_read.cu", "sm_90", c.defines(), id=f"single_read-{c.cluster}x{c.threads}x{c.vpt}x{c.stages}")
+    for c in _derived_configs():
+        yield pytest.param("single_read.cu", "sm_90", c.defines(), id=f"single_read-{c.label()}")
+    for c in _long_row_configs():
+        yield pytest.param("long_row.cu", "sm_90", c.defines(), id=f"long_row-{c.label()}")
 
 
 @pytest.mark.parametrize("source, arch, defines", list(_builds()))
@@ -113,3 +138,28 @@ def test_cache_key_changes_with_options_and_source(monkeypatch):
     assert a != loader._cache_key("two_pass.cu", "sm_90", (("X", 1),))
     monkeypatch.setattr(loader, "BASE_OPTIONS", loader.BASE_OPTIONS + ("-G",))
     assert a != loader._cache_key("two_pass.cu", "sm_90", ())
+
+
+@pytest.mark.parametrize("source, defines, message", [
+    ("single_read.cu", {"SR_CLUSTER": 12}, "power-of-two cluster"),
+    ("single_read.cu", {"SR_CLUSTER": 32}, "power-of-two cluster"),
+    ("single_read.cu", {"SR_THREADS": 100}, "whole warps"),
+    ("single_read.cu", {"SR_THREADS": 512, "SR_VPT": 24, "SR_STAGES": 2}, "shared memory"),
+    ("single_read.cu", {"SR_THREADS": 1024, "SR_VPT": 16, "SR_STAGES": 1}, "register budget"),
+    ("single_read.cu", {"SR_THREADS": 512, "SR_VPT": 24, "SR_STAGES": 1}, "register budget"),  # 1 block: 40 others
+    ("single_read.cu", {"SR_THREADS": 256, "SR_VPT": 8, "SR_STAGES": 1, "SR_SMEM_LIMIT": 16384}, "shared memory"),
+    ("long_row.cu", {"LR_CLUSTER": 6}, "power-of-two cluster"),
+    ("long_row.cu", {"LR_SMEM_VPT": 40}, "shared memory"),
+    ("long_row.cu", {"LR_VPT": 28}, "registers"),
+])
+def test_impossible_configurations_fail_to_compile(source, defines, message):
+    from cupy.cuda import nvrtc
+
+    prog = nvrtc.createProgram(loader.kernel_source(source), source, [], [])
+    try:
+        with pytest.raises(nvrtc.NVRTCError):
+            nvrtc.compileProgram(prog, loader.options(defines, "sm_90"))
+        log = nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    assert "static assertion failed" in log and message in log, log

@@ -1,0 +1,89 @@
+// cluster.cuh: the Hopper (sm_90) pieces that the cluster kernels share:
+// mbarriers, bulk asynchronous copies (the copy engine) from device memory
+// into shared memory, and the cluster's rank, barrier and distributed
+// shared memory.  The cluster size is a template parameter; 1 means a plain
+// block (no cluster instructions).
+#pragma once
+#include "common.cuh"
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(smem_addr(bar)), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// An L2 cache policy that evicts these lines first (data read once).
+__device__ __forceinline__ unsigned long long l2_evict_first() {
+    unsigned long long policy;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
+// Copies `vecs` float4 from global memory into shared memory; the mbarrier
+// completes when the bytes have landed (an empty copy just arrives).  One
+// thread calls it; `policy` is an L2 cache policy.
+__device__ __forceinline__ void load_slice(float4* dst, const float4* src, i64 vecs, unsigned long long* bar,
+                                           unsigned long long policy) {
+    const unsigned bytes = (unsigned)(vecs * 16);
+    if (bytes == 0) {
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+        return;
+    }
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+            smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+        : "memory");
+}
+
+template <int CLUSTER>
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r = 0;
+    if constexpr (CLUSTER > 1) asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+template <int CLUSTER>
+__device__ __forceinline__ void cluster_sync() {
+    if constexpr (CLUSTER > 1)
+        asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    else
+        __syncthreads();
+}
+
+// Every thread gets the merge of the CLUSTER pairs published at `local` in
+// the blocks of its cluster: lane l reads block l % CLUSTER's pair through
+// distributed shared memory, then a butterfly over CLUSTER lanes merges them
+// in the same order in every block (bitwise the same result everywhere).
+template <int CLUSTER>
+__device__ __forceinline__ MaxSum cluster_merge(const MaxSum* local) {
+    static_assert(CLUSTER >= 1 && CLUSTER <= 16 && (CLUSTER & (CLUSTER - 1)) == 0,
+                  "the butterfly needs a power-of-two cluster of at most 16 blocks");
+    MaxSum total;
+    if constexpr (CLUSTER > 1) {
+        unsigned remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"((threadIdx.x & 31) % CLUSTER));
+        asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(total.max), "=f"(total.sum) : "r"(remote) : "memory");
+    } else {
+        total = *local;
+    }
+#pragma unroll
+    for (int o = CLUSTER / 2; o > 0; o >>= 1) {
+        MaxSum other = {__shfl_xor_sync(0xffffffffu, total.max, o), __shfl_xor_sync(0xffffffffu, total.sum, o)};
+        total = merge(total, other);
+    }
+    return total;
+}

@@ -1,0 +1,199 @@
+"""The read-once paths on the GPU: derived single_read plans, store realignment,
+few rows and long_row, against a float64 reference with NaN-poisoned outputs.
+Skipped without a GPU (conftest.py)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import softmax_lab
+import softmax_lab.variants  # noqa: F401
+from softmax_lab.reference import relative_error, softmax_reference
+
+V = sys.modules["softmax_lab.variants"]
+pytestmark = pytest.mark.gpu
+
+
+def _cp():
+    import cupy
+
+    return cupy
+
+
+def _hopper():
+    dev = softmax_lab.device_info()
+    if dev.compute_capability < 90:
+        pytest.skip("single_read and long_row need sm_90")
+    return dev
+
+
+def _views(rows, cols, x_off, y_off, seed):
+    cp = _cp()
+    rng = cp.random.default_rng(seed)
+    xb = (rng.standard_normal((rows, cols + x_off), dtype=cp.float32) * 3)
+    yb = cp.full((rows, cols + y_off), cp.nan, dtype=cp.float32)
+    return xb[:, x_off:], yb[:, y_off:], yb
+
+
+def _check_rows(y, x, rows=None):
+    cp = _cp()
+    idx = np.arange(x.shape[0]) if rows is None else np.asarray(rows)
+    assert not bool(cp.isnan(y[idx]).any()), "unwritten outputs"
+    err = relative_error(cp.asnumpy(y[idx]), softmax_reference(cp.asnumpy(x[idx])))
+    assert err < 1e-5, err
+
+
+def _run(name, x, y, yb, **knobs):
+    cp = _cp()
+    dev = softmax_lab.device_info()
+    shape = V.Shape(x.shape[0], x.shape[1], x.strides[0] // 4, yb.strides[0] // 4, x.data.ptr % 16, y.data.ptr % 16)
+    launch = V.get_variant(name).prepare(shape, dev, **knobs)
+    launch(x.data.ptr, y.data.ptr, cp.cuda.get_current_stream())
+    cp.cuda.get_current_stream().synchronize()
+
+
+@pytest.mark.parametrize("x_off", [0, 1, 2, 3])
+@pytest.mark.parametrize("y_off", [0, 1, 2, 3])
+@pytest.mark.parametrize("config", [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (4, 96, 5, 3, 1), (16, 32, 2, 1, 1)])
+def test_single_read_configs_at_every_alignment(config, x_off, y_off):
+    _hopper()
+    cfg = V.ClusterConfig(*config)
+    for rows, cols in ((5, cfg.capacity_floats - 4), (9, 4 * cfg.cluster * 7 + 1), (3, min(1031, cfg.capacity_floats - 4))):
+        x, y, yb = _views(rows, cols, x_off, y_off, seed=cols + x_off)
+        _run("single_read", x, y, yb, config=cfg)
+        _check_rows(y, x)
+        assert bool(_cp().isnan(yb[:, :y_off]).all()), "wrote before the output view"
+
+
+@pytest.mark.parametrize("rows, cols, x_off, y_off", [
+    (19, 520, 0, 1), (5, 1000, 1, 2), (3, 1024, 3, 1), (2, 37, 2, 3),  # single_read_warp
+    (1, 1025, 1, 0), (3, 4097, 0, 3), (7, 32000, 2, 1), (33, 65537, 3, 2), (5, 100003, 1, 3), (132, 128256, 0, 2),
+    (2, 151936, 3, 3), (1, 393217, 0, 1), (40, 500000, 2, 0), (3, 786432, 1, 2),
+])
+def test_auto_at_odd_lengths_views_and_misaligned_out(rows, cols, x_off, y_off):
+    x, y, yb = _views(rows, cols, x_off, y_off, seed=rows * cols)
+    softmax_lab.softmax(x, out=y)
+    _check_rows(y, x)
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 393216), (32, 393216), (132, 393216), (133, 262147), (512, 100003)])
+def test_few_rows(rows, cols):
+    _hopper()
+    x, y, yb = _views(rows, cols, 0, 0, seed=rows)
+    _run("single_read", x, y, yb)
+    _check_rows(y, x)
+
+
+@pytest.mark.parametrize("config", [(4, 128, 2, 3, 4), (2, 64, 0, 1, 1), (16, 96, 3, 2, 2), (1, 32, 1, 1, 4)])
+@pytest.mark.parametrize("x_off, y_off", [(0, 0), (1, 2), (3, 1)])
+def test_long_row_parts_at_every_alignment(config, x_off, y_off):
+    """Small configurations, so that S, R and G (the re-read part) all occur."""
+    _hopper()
+    cfg = V.LongRowConfig(*config)
+    for rows, cols in ((3, 100003), (6, 4 * cfg.on_chip_vecs - 5), (2, 2 * cfg.on_chip_vecs + 7), (4, 37)):
+        x, y, yb = _views(rows, cols, x_off, y_off, seed=cols)
+        _run("long_row", x, y, yb, config=cfg)
+        _check_rows(y, x)
+
+
+@pytest.mark.parametrize("rows, cols", [(3, 786433), (20, 1 << 20), (2, 3_000_017), (9, 1 << 22)])
+def test_long_row_derived_plans(rows, cols):
+    _hopper()
+    x, y, yb = _views(rows, cols, 1, 2, seed=rows)
+    _run("long_row", x, y, yb)
+    _check_rows(y, x)
+    first = y.copy()
+    y.fill(np.nan)
+    _run("long_row", x, y, yb)
+    assert bool(_cp().array_equal(first, y)), "not bitwise repeatable"
+
+
+def test_long_row_special_values():
+    _hopper()
+    cp = _cp()
+    cols = 1 << 20
+    x = cp.random.standard_normal((4, cols), dtype=cp.float32)
+    x[0, 12345] = cp.nan
+    x[1] = -cp.inf
+    x[2, : cols // 2] = -cp.inf
+    x[3, cols - 1] = cp.inf
+    y = cp.full_like(x, 7.0)
+    _run("long_row", x, y, y)
+    with np.errstate(invalid="ignore"):
+        ref = softmax_reference(cp.asnumpy(x))
+    assert relative_error(cp.asnumpy(y), ref) < 1e-5
+
+
+@pytest.mark.parametrize("name, rows, cols", [("single_read", 5462, 393216), ("long_row", 520, 1 << 22)])
+def test_beyond_2_31_elements(name, rows, cols):  # 2.15e9 and 2.18e9 elements
+    _hopper()
+    cp = _cp()
+    try:
+        x = cp.random.standard_normal((rows, cols), dtype=cp.float32)
+        y = cp.full((rows, cols), cp.nan, dtype=cp.float32)
+    except cp.cuda.memory.OutOfMemoryError:
+        pytest.skip("not enough device memory")
+    _run(name, x, y, y)
+    _check_rows(y, x, rows=[0, 1, rows // 2, rows - 9, rows - 2, rows - 1])
+    del x, y
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+SANITIZER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import cupy as cp, softmax_lab
+    import softmax_lab.variants
+    from softmax_lab.reference import relative_error, softmax_reference
+    V = sys.modules["softmax_lab.variants"]
+    dev = softmax_lab.device_info()
+    stream = cp.cuda.get_current_stream()
+    wrong = []
+
+    def run(name, rows, cols, xo, yo, **knobs):
+        xb = cp.random.standard_normal((rows, cols + xo), dtype=cp.float32)
+        yb = cp.full((rows, cols + yo), cp.nan, dtype=cp.float32)
+        x, y = xb[:, xo:], yb[:, yo:]
+        shape = V.Shape(rows, cols, cols + xo, cols + yo, x.data.ptr % 16, y.data.ptr % 16)
+        V.get_variant(name).prepare(shape, dev, **knobs)(x.data.ptr, y.data.ptr, stream)
+        if not relative_error(cp.asnumpy(y), softmax_reference(cp.asnumpy(x))) < 1e-5:
+            wrong.append((name, rows, cols, xo, yo, knobs))  # reported at the end: every launch is sanitized
+
+    for cols in (1000, 5003, 40000, 393216):
+        run("single_read", 3, cols, 1, 2)  # derived plans, rows of 3
+    run("single_read", 17, 151936, 3, 1)
+    for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (4, 96, 5, 3, 1), (16, 32, 2, 1, 1)]:
+        c = V.ClusterConfig(*cfg)
+        run("single_read", 4, c.capacity_floats - 5, 2, 1, config=c)
+    for cfg in [(4, 128, 2, 3, 4), (16, 96, 3, 2, 2)]:
+        c = V.LongRowConfig(*cfg)
+        run("long_row", 3, 2 * c.on_chip_vecs + 7, 1, 3, config=c)
+    for c in V.long_row_candidates(dev):
+        if c.cluster in (8, 16):
+            run("long_row", 1, 1 << 20, 0, 1, config=c)
+    cp.cuda.Device().synchronize()
+    assert not wrong, wrong
+    print("sanitized")
+    """
+)
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_compute_sanitizer_on_the_new_configurations(tool, tmp_path):
+    _hopper()
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        pytest.skip("compute-sanitizer is not installed")
+    script = tmp_path / "run.py"
+    script.write_text(SANITIZER_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([exe, "--tool", tool, "--error-exitcode", "3", sys.executable, str(script)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "sanitized" in proc.stdout
+    assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout, proc.stdout[-3000:]
