@@ -491,12 +491,13 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
 
 
 # ------------------------------------------------------------------ repeated calls
-# A call whose arrays have the same type, shape, strides, dtype, device,
-# alignment and (for out) offset from x as an earlier call that needed no
-# copies is the same plan again: validation, aliasing and the launcher are
-# all decided by that key.  Such a call skips straight to the launch.
+# A call whose arrays have the same type, shape, strides, dtype, device and
+# alignment as an earlier call that needed no copies has the same plan, if
+# its aliasing is the same too: out is x's own pointer again, or out's extent
+# lies clear of x's.  Such a call skips straight to the launch; any other
+# (an out that overlaps x's extent) takes the checked path.
 _MISS = object()
-_calls: dict[tuple, object] = {}
+_calls: dict[tuple, tuple] = {}
 _CALLS_MAX = 4096
 _torch_tensor = None  # torch.Tensor, once a torch tensor has been seen
 
@@ -512,6 +513,16 @@ def _key(a) -> tuple | None:
     return None
 
 
+def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str) -> tuple:
+    """Layouts, dtypes, devices and alignments, and whether out is x's pointer: with
+    disjoint extents, what decides a plan."""
+    x_ptr, *x_layout = kx
+    if ko is None:
+        return (*x_layout, axis, variant, x_ptr & 15)
+    y_ptr, *o_layout = ko
+    return (*x_layout, axis, variant, x_ptr & 15, *o_layout, y_ptr & 15, y_ptr == x_ptr)
+
+
 def _repeat_call(x, axis: int, variant: str, out):
     kx = _key(x)
     if kx is None:
@@ -523,19 +534,22 @@ def _repeat_call(x, axis: int, variant: str, out):
         ko = _key(out)
         if ko is None:
             return _MISS
-    call = _calls.get(_call_key(kx, ko, axis, variant))
-    if call is None or kx[4] != cupy.cuda.runtime.getDevice():
+    hit = _calls.get(_call_key(kx, ko, axis, variant))
+    if hit is None or kx[4] != cupy.cuda.runtime.getDevice():
         return _MISS
-    return call(x, kx[0], out, None if ko is None else ko[0])
-
-
-def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str) -> tuple:
-    """Layouts, dtypes, devices, x's alignment and out's offset from x: what decides a plan."""
-    x_ptr, *x_layout = kx
+    call, x_lo, x_hi, o_lo, o_hi = hit
+    x_ptr = kx[0]
     if ko is None:
-        return (*x_layout, axis, variant, x_ptr & 15)
-    y_ptr, *o_layout = ko
-    return (*x_layout, axis, variant, x_ptr & 15, *o_layout, y_ptr - x_ptr)
+        return call(x, x_ptr, None, None)
+    y_ptr = ko[0]
+    if y_ptr != x_ptr and y_ptr + o_lo < x_ptr + x_hi and x_ptr + x_lo < y_ptr + o_hi:
+        return _MISS  # extents overlap: check the elements
+    return call(x, x_ptr, out, y_ptr)
+
+
+def _span(a: ArrayView) -> tuple[int, int]:
+    lo, hi = _extent(a)
+    return lo - a.ptr, hi - a.ptr
 
 
 def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch) -> None:
@@ -574,7 +588,7 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
 
     if len(_calls) >= _CALLS_MAX:
         _calls.clear()
-    _calls[key] = call
+    _calls[key] = (call, *_span(xv), *(_span(ov) if ov is not None else (0, 0)))
 
 
 def _from_dlpack(a):

@@ -355,7 +355,7 @@ def test_repeated_calls_reuse_the_plan_and_stay_correct(kind):
         assert softmax_lab.softmax(x, out=y) is y
         assert relative_error(to_cp(y), ref) < 1e-6
         assert relative_error(to_cp(softmax_lab.softmax(x, axis=-1)), ref) < 1e-6
-    assert len(api._calls) == 2
+    assert len(api._calls) == 2  # fresh x each time, same layouts: one plan with out, one without
     with pytest.raises(TypeError, match="axis must be an integer"):
         softmax_lab.softmax(x, axis=True, out=y)  # the cached axis=1 plan is not taken
     with pytest.raises(ValueError, match="unknown variant"):
@@ -367,6 +367,8 @@ def test_repeated_calls_reuse_the_plan_and_stay_correct(kind):
         _check(b[:, 1000:], x)
         with pytest.raises(ValueError, match="overlaps x"):
             softmax_lab.softmax(b[:, :1000], out=b[:, 1:1001])
+        with pytest.raises(ValueError, match="overlaps x"):  # the layouts of the call that passed, overlapping
+            softmax_lab.softmax(b[:, 4:1004], out=b[:, 1000:])
 
 
 class StreamedCai:
