@@ -210,8 +210,11 @@ def grid(doc: dict, path=None) -> Figure:
     ax.set_yticks(range(len(groups)), [str(g) if g is not None else "same size" for g in groups], fontsize=8)
     ax.set_xlabel("row length (float32 elements)")
     ax.set_ylabel("batch")
-    ax.set_title(f"auto against the best of torch.softmax, torch.compile and quack on {doc['device']['name']}",
-                 fontsize=9)
+    timed = [p for p in cat.PEERS if any(c["name"] == p and c.get("status") == "ok"
+                                     for run in doc["runs"] for c in run["candidates"])]
+    absent = [p for p in cat.PEERS if p not in timed]
+    title = f"auto against the best of {', '.join(timed) or 'no peer'} on {doc['device']['name']}"
+    ax.set_title(title + (f" ({', '.join(absent)}: not timed)" if absent else ""), fontsize=9)
     return _save(fig, path)
 
 

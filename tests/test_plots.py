@@ -78,8 +78,15 @@ def test_sweep_figure_has_a_panel_per_batch_and_no_bandwidth_axis(tmp_path):
     assert (tmp_path / "s.png").read_bytes().startswith(PNG)
 
 
-def test_the_recorded_schema_1_sweep_still_plots():
-    doc = records.load(synthetic_recorded_path("sweep"))
+def test_the_recorded_schema_1_sweep_still_plots(tmp_path):
+    import gzip
+    import pathlib
+
+    old = pathlib.Path(__file__).parent / "data" / "sweep-schema1-2026-11-29.json.gz"  # the H200 run of 2026-11-29
+    path = tmp_path / "sweep.json"
+    path.write_bytes(gzip.decompress(old.read_bytes()))
+    doc = records.load(path)
+    assert doc["upgraded_from"] == "softmax-lab-results/1"
     fig = plots.sweep(doc)
     assert len(fig.axes) == 1
     assert plots.to_png(plots.grid(doc)).startswith(PNG)
