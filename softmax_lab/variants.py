@@ -594,6 +594,7 @@ def variants() -> types.MappingProxyType:
 
 
 def get_variant(name: str) -> Variant:
+    """The registered variant called `name`; ValueError, listing the known names, for any other."""
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
@@ -630,5 +631,6 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
 
 
 def choose(rows: int, cols: int, dev: DeviceInfo) -> Variant:
-    """The variant auto would try first for rows x cols contiguous rows (no launch is prepared)."""
+    """The variant auto would try first for rows x cols contiguous rows (no launch is prepared).
+    Raises nothing: two_pass and multi_block run every shape on every device."""
     return preferences(Shape(rows, cols, cols, cols), dev)[0]
