@@ -159,6 +159,14 @@ def _is_power_of_two(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
+def _check_cluster_and_threads(cluster: int, threads: int) -> None:
+    """What every cluster kernel needs: a butterfly-mergeable cluster and whole warps."""
+    if not (_is_power_of_two(cluster) and cluster <= MAX_CLUSTER):
+        raise ValueError(f"cluster {cluster}: the kernel's butterfly merge needs a power of two of at most {MAX_CLUSTER}")
+    if not (threads % 32 == 0 and 32 <= threads <= 1024):
+        raise ValueError(f"threads {threads}: a multiple of 32, at most 1024")
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     cluster: int  # thread blocks per row (a power of two, at most 16)
@@ -168,11 +176,7 @@ class ClusterConfig:
     blocks_per_sm: int = 1  # blocks the register budget is sized for
 
     def __post_init__(self):
-        if not (_is_power_of_two(self.cluster) and self.cluster <= MAX_CLUSTER):
-            raise ValueError(f"cluster {self.cluster}: the kernel's butterfly merge needs a power of two "
-                             f"of at most {MAX_CLUSTER}")
-        if not (self.threads % 32 == 0 and 32 <= self.threads <= 1024):
-            raise ValueError(f"threads {self.threads}: a multiple of 32, at most 1024")
+        _check_cluster_and_threads(self.cluster, self.threads)
         if min(self.vpt, self.stages, self.blocks_per_sm) < 1:
             raise ValueError(f"vpt, stages and blocks_per_sm must be positive: {self}")
         if 4 * self.vpt + _other_registers(self.cluster) > _register_budget(self.threads, self.blocks_per_sm):
@@ -411,11 +415,7 @@ class LongRowConfig:
     blocks_per_sm: int = 1
 
     def __post_init__(self):
-        if not (_is_power_of_two(self.cluster) and self.cluster <= MAX_CLUSTER):
-            raise ValueError(f"cluster {self.cluster}: the kernel's butterfly merge needs a power of two "
-                             f"of at most {MAX_CLUSTER}")
-        if not (self.threads % 32 == 0 and 32 <= self.threads <= 1024):
-            raise ValueError(f"threads {self.threads}: a multiple of 32, at most 1024")
+        _check_cluster_and_threads(self.cluster, self.threads)
         if self.vpt < 0 or self.smem_vpt < 1 or self.unroll < 1 or self.blocks_per_sm < 1:
             raise ValueError(f"sizes must be positive: {self}")
         if 4 * (self.vpt + self.unroll) + OTHER_REGISTERS > _register_budget(self.threads, self.blocks_per_sm):
