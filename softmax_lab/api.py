@@ -17,6 +17,7 @@ A call has three steps:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from dataclasses import dataclass
@@ -286,15 +287,20 @@ def _external(handle: int, device: int) -> cupy.cuda.ExternalStream:
     return s
 
 
+def _current_stream(torch_tensor: bool, device: int):
+    """torch's current stream on `device` for a torch tensor, else CuPy's."""
+    if torch_tensor:
+        import torch
+
+        return _external(torch.cuda.current_stream(device).cuda_stream, device)
+    return cupy.cuda.get_current_stream(device)
+
+
 def _resolve_stream(stream, x: ArrayView, device: int):
     """The stream the work runs on: `stream` if given; else torch's current stream
     for a torch tensor (where torch ordered the producer's work), else CuPy's."""
     if stream is None:
-        if x.kind == "torch":
-            import torch
-
-            return _external(torch.cuda.current_stream(device).cuda_stream, device)
-        return cupy.cuda.get_current_stream(device)
+        return _current_stream(x.kind == "torch", device)
     if isinstance(stream, cupy.cuda.Stream):  # ExternalStream is one too
         stream_device = getattr(stream, "device_id", device)
         if stream_device not in (-1, device):
@@ -432,8 +438,9 @@ def _softmax(x, axis, variant: str, out, stream):
         ov = describe(out, "out")
     axis = _check_shapes(xv, ov, axis)
     device = _device_of(xv)
-    if ov is not None and ov.size and _device_of(ov) != device:
-        raise ValueError(f"out is on device {_device_of(ov)}, but x is on device {device}")
+    out_device = _device_of(ov) if ov is not None and ov.size else device
+    if out_device != device:
+        raise ValueError(f"out is on device {out_device}, but x is on device {device}")
     run_stream = _resolve_stream(stream, xv, device)
     for a in (xv, ov):
         _wait_for_producer(a, run_stream, device)
@@ -444,10 +451,9 @@ def _softmax(x, axis, variant: str, out, stream):
             return cupy.empty(xv.shape, dtype=xv.dtype)
 
     plan = plan_call(xv, ov, axis)
-    if device != cupy.cuda.runtime.getDevice():
-        with cupy.cuda.Device(device):
-            return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None)
-    return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None)
+    on_device = cupy.cuda.Device(device) if device != cupy.cuda.runtime.getDevice() else contextlib.nullcontext()
+    with on_device:
+        return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None)
 
 
 def _check_shapes(xv: ArrayView, ov: ArrayView | None, axis) -> int:
@@ -569,12 +575,7 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
     dtype, axis = xv.dtype, plan.axis
 
     def call(x, x_ptr, out, y_ptr):
-        if torch_stream:
-            import torch
-
-            stream = _external(torch.cuda.current_stream(device).cuda_stream, device)
-        else:
-            stream = cupy.cuda.get_current_stream(device)
+        stream = _current_stream(torch_stream, device)
         if out is None:
             if torch_stream:
                 with stream:

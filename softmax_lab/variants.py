@@ -311,12 +311,18 @@ def single_read_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize
     return min(found, key=lambda c: plan_cost(c, rows, cols, dev, smallest_cluster=smallest))
 
 
-def single_read_kernel(config: ClusterConfig, dev: DeviceInfo) -> cupy.RawKernel:
-    kernel = loader.get_kernel("single_read.cu", "single_read", config.defines(dev), device_id=dev.id)
+def _cluster_kernel(source: str, config, dev: DeviceInfo) -> cupy.RawKernel:
+    """The cluster kernel of kernels/<source> built for `config`, with its dynamic
+    shared memory and (past 8 blocks) the non-portable cluster size allowed."""
+    kernel = loader.get_kernel(source, source.removesuffix(".cu"), config.defines(dev), device_id=dev.id)
     kernel.max_dynamic_shared_size_bytes = config.smem_bytes
     if config.cluster > 8:
         cupy.cuda.driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
     return kernel
+
+
+def single_read_kernel(config: ClusterConfig, dev: DeviceInfo) -> cupy.RawKernel:
+    return _cluster_kernel("single_read.cu", config, dev)
 
 
 def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
@@ -479,11 +485,7 @@ def long_row_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20) -> LongRowC
 
 
 def long_row_kernel(config: LongRowConfig, dev: DeviceInfo) -> cupy.RawKernel:
-    kernel = loader.get_kernel("long_row.cu", "long_row", config.defines(dev), device_id=dev.id)
-    kernel.max_dynamic_shared_size_bytes = config.smem_bytes
-    if config.cluster > 8:
-        cupy.cuda.driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
-    return kernel
+    return _cluster_kernel("long_row.cu", config, dev)
 
 
 def _prepare_long_row(shape: Shape, dev: DeviceInfo, config: LongRowConfig | None = None,
