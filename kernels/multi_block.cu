@@ -21,7 +21,7 @@ extern "C" __global__ void multi_block_partials(const float* __restrict__ x, i64
     __shared__ MaxSum scratch[32];
     for (i64 w = blockIdx.x; w < rows * chunks; w += gridDim.x) {
         const i64 row = w / chunks, c = w % chunks;
-        const RowSpan r = row_span(x + row * ld_x, nullptr, n);
+        const RowSpan r = row_span(x + row * ld_x, (float*)nullptr, n);
         const i64 v0 = c * chunk_vecs, v1 = min(v0 + chunk_vecs, r.vecs);
         const MaxSum part = block_merge(online_span(r, v0, v1, c == 0), scratch);
         if (threadIdx.x == 0) partials[w] = part;
