@@ -132,7 +132,7 @@ __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* scratch) {
 // shuffles instead, so that every alignment keeps 16-byte stores.
 template <typename T>
 struct RowSpanOf {
-    static constexpr int VEC = 16 / (int)sizeof(T);  // elements per 16-byte vector
+    enum { VEC = 16 / (int)sizeof(T) };  // elements per 16-byte vector
     const T* x;
     T* y;
     i64 head;
@@ -263,29 +263,4 @@ __device__ __forceinline__ float4 mul4(float4 v, float s) { return make_float4(v
 __device__ __forceinline__ float4 scale4(float4 v, float m, float inv_sum) {
     return make_float4(exp_approx(v.x - m) * inv_sum, exp_approx(v.y - m) * inv_sum,
                        exp_approx(v.z - m) * inv_sum, exp_approx(v.w - m) * inv_sum);
-}
-
-// Writes softmax of elements [v0, v1) of the body (float4 index) and, when
-// with_scalars, the scalar head and tail, with a block-stride loop.
-__device__ __forceinline__ void write_span(const RowSpan& r, i64 v0, i64 v1, bool with_scalars, float m,
-                                           float inv_sum) {
-    const float4* in = body_in(r);
-    for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) store4(r, v, scale4(__ldg(in + v), m, inv_sum));
-    if (with_scalars) {
-        for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x) {
-            const i64 i = scalar_index(r, k);
-            r.y[i] = exp_approx(r.x[i] - m) * inv_sum;
-        }
-    }
-}
-
-// Online (max, sum) of elements [v0, v1) of the body and, when with_scalars,
-// of the head and tail, for this thread; the caller reduces over the block.
-__device__ __forceinline__ MaxSum online_span(const RowSpan& r, i64 v0, i64 v1, bool with_scalars) {
-    MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
-    const float4* in = body_in(r);
-    for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) online_add4(acc, __ldg(in + v));
-    if (with_scalars)
-        for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x) online_add1(acc, r.x[scalar_index(r, k)]);
-    return acc;
 }
