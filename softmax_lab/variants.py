@@ -667,4 +667,4 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
 def choose(rows: int, cols: int, dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> Variant:
     """The variant auto would try first for rows x cols contiguous rows (no launch is prepared).
     Raises nothing: two_pass and multi_block run every shape, dtype and op on every device."""
-    return preferences(Shape(rows, cols, cols, cols, DTYPES[dtype], dtype=dtype, op=op), dev)[0]
+    return preferences(Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype, op=op), dev)[0]
