@@ -394,8 +394,9 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
     array, a torch CUDA tensor, or any GPU array with __cuda_array_interface__
     or DLPack (taken zero-copy); bfloat16 as a torch tensor.  The result has
     x's dtype, rounded once from float32.  Rows along `axis` with a unit
-    element stride and a uniform row stride (any contiguous array, slices such as x[:, 1:]) are read in
-    place; any other layout is first copied into a contiguous buffer.
+    element stride and a uniform row stride (any contiguous array, slices
+    such as x[:, 1:]) are read in place; any other layout is first copied
+    into a contiguous buffer.
 
     variant: "auto" or a name from variants().
     out: optional array of x's dtype and shape (CuPy, torch or
@@ -419,7 +420,8 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
       ValueError: x is 0-d; axis is out of range; out has another shape,
         lives on another device, has overlapping elements, or partly overlaps
         x; a pointer or stride is not aligned to the element size; variant is
-        unknown, or cannot run this shape on this device.
+        unknown, or cannot run this shape, dtype or op on this device (auto
+        never raises for that: it falls back to a variant that can).
       NoDeviceError (a RuntimeError): no CUDA device is usable.
     """
     return _call(x, axis, variant, out, stream, "softmax")
