@@ -4,10 +4,10 @@
 // * MaxSum and merge(): the online-softmax pair (running max m, sum of
 //   e^(x - m)); merging two pairs rescales each sum to the larger max.
 // * warp and block reductions of floats and of MaxSum pairs.
-// * RowSpan: splits a row into a scalar head (until the input pointer is
-//   16-byte aligned), a body of float4 vectors and a scalar tail, so that
-//   every row length and every view offset is handled with 16-byte accesses
-//   wherever possible.
+// * RowSpan (RowSpanOf<T>): splits a row into a scalar head (until the input
+//   pointer is 16-byte aligned), a body of 16-byte vectors (4 floats or 8
+//   halves) and a scalar tail, so that every row length and every view
+//   offset is handled with 16-byte accesses wherever possible.
 //
 // Special values follow torch.softmax: -inf entries give 0, a row of all -inf
 // gives NaN, a NaN anywhere in a row (or +inf, since inf - inf is NaN) makes
@@ -123,30 +123,36 @@ __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* scratch) {
 }
 
 // ------------------------------------------------------------- row layout
-// Elements [0, head) and [head + 4 * vecs, n) are scalar; [head, head + 4 *
-// vecs) is read as float4 from a 16-byte aligned address.  The output body
-// y + head starts y_shift floats (0 to 3) past a 16-byte boundary: 0 when x
-// and y share their alignment.  store4 writes a misaligned body one float at
-// a time; store4_warp realigns a warp's vectors with shuffles instead, so
-// that every alignment keeps 16-byte stores.
-struct RowSpan {
-    const float* x;
-    float* y;
+// A row of elements of type T (float: 4 to a 16-byte vector; 2-byte halves:
+// 8).  Elements [0, head) and [head + VEC * vecs, n) are scalar; [head,
+// head + VEC * vecs) is read as 16-byte vectors from an aligned address.  The
+// output body y + head starts y_shift elements (0 to VEC - 1) past a 16-byte
+// boundary: 0 when x and y share their alignment.  store4 writes a misaligned
+// float body one float at a time; store4_warp realigns a warp's vectors with
+// shuffles instead, so that every alignment keeps 16-byte stores.
+template <typename T>
+struct RowSpanOf {
+    enum { VEC = 16 / (int)sizeof(T) };  // elements per 16-byte vector
+    const T* x;
+    T* y;
     i64 head;
     i64 vecs;
     i64 n;
     int y_shift;
 };
 
-__device__ __forceinline__ RowSpan row_span(const float* x, float* y, i64 n) {
-    RowSpan r;
+typedef RowSpanOf<float> RowSpan;
+
+template <typename T>
+__device__ __forceinline__ RowSpanOf<T> row_span(const T* x, T* y, i64 n) {
+    RowSpanOf<T> r;
     r.x = x;
     r.y = y;
     r.n = n;
-    i64 head = (i64)((16u - ((unsigned)(size_t)x & 15u)) & 15u) / 4;
+    i64 head = (i64)((16u - ((unsigned)(size_t)x & 15u)) & 15u) / (int)sizeof(T);
     r.head = head < n ? head : n;
-    r.vecs = (n - r.head) / 4;
-    r.y_shift = (int)((((size_t)(y + r.head)) & 15u) / 4);
+    r.vecs = (n - r.head) / RowSpanOf<T>::VEC;
+    r.y_shift = (int)((((size_t)(y + r.head)) & 15u) / sizeof(T));
     return r;
 }
 
@@ -155,11 +161,15 @@ __device__ __forceinline__ const float4* body_in(const RowSpan& r) {
 }
 
 // Index of scalar element k of the row, k in [0, scalars): the head, then the tail.
-__device__ __forceinline__ i64 scalar_index(const RowSpan& r, i64 k) {
-    return k < r.head ? k : r.head + 4 * r.vecs + (k - r.head);
+template <typename T>
+__device__ __forceinline__ i64 scalar_index(const RowSpanOf<T>& r, i64 k) {
+    return k < r.head ? k : r.head + RowSpanOf<T>::VEC * r.vecs + (k - r.head);
 }
 
-__device__ __forceinline__ i64 scalar_count(const RowSpan& r) { return r.n - 4 * r.vecs; }
+template <typename T>
+__device__ __forceinline__ i64 scalar_count(const RowSpanOf<T>& r) {
+    return r.n - RowSpanOf<T>::VEC * r.vecs;
+}
 
 // An L2 cache policy that keeps lines over evict-normal ones.  Measured on the
 // H200 (notes/TUNING.md): single_read's output stores and input copies tagged
@@ -253,29 +263,4 @@ __device__ __forceinline__ float4 mul4(float4 v, float s) { return make_float4(v
 __device__ __forceinline__ float4 scale4(float4 v, float m, float inv_sum) {
     return make_float4(exp_approx(v.x - m) * inv_sum, exp_approx(v.y - m) * inv_sum,
                        exp_approx(v.z - m) * inv_sum, exp_approx(v.w - m) * inv_sum);
-}
-
-// Writes softmax of elements [v0, v1) of the body (float4 index) and, when
-// with_scalars, the scalar head and tail, with a block-stride loop.
-__device__ __forceinline__ void write_span(const RowSpan& r, i64 v0, i64 v1, bool with_scalars, float m,
-                                           float inv_sum) {
-    const float4* in = body_in(r);
-    for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) store4(r, v, scale4(__ldg(in + v), m, inv_sum));
-    if (with_scalars) {
-        for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x) {
-            const i64 i = scalar_index(r, k);
-            r.y[i] = exp_approx(r.x[i] - m) * inv_sum;
-        }
-    }
-}
-
-// Online (max, sum) of elements [v0, v1) of the body and, when with_scalars,
-// of the head and tail, for this thread; the caller reduces over the block.
-__device__ __forceinline__ MaxSum online_span(const RowSpan& r, i64 v0, i64 v1, bool with_scalars) {
-    MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
-    const float4* in = body_in(r);
-    for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) online_add4(acc, __ldg(in + v));
-    if (with_scalars)
-        for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x) online_add1(acc, r.x[scalar_index(r, k)]);
-    return acc;
 }

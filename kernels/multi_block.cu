@@ -4,24 +4,27 @@
 //                         of the row                               (read x)
 //   multi_block_combine:  one block per row merges the row's partials in a
 //                         fixed order into one (m, s)              (tiny)
-//   multi_block_write:    block (row, c) writes y = e^(x - m) / s for chunk c
+//   multi_block_write:    block (row, c) writes y = e^(x - m) / s (or
+//                         (x - m) - log(s)) for chunk c
 //                                                                  (read x, write y)
 //
-// Traffic: 2 reads + 1 write = 12 bytes per fp32 element (plus 8 bytes per
-// chunk for the partials).  The partials live in a buffer the caller
+// Elements: float32, float16 or bfloat16 (SOFTMAX_DTYPE), the op softmax or
+// log_softmax (SOFTMAX_LOG, applied by multi_block_write): elements.cuh.
+// Traffic: 2 reads + 1 write = 3 x element size bytes per element (12 for
+// fp32), plus 8 bytes per chunk for the partials.  The partials live in a buffer the caller
 // allocates per launch, so concurrent launches share nothing, and no atomics
 // are used: the output is bitwise the same on every run.
 // Launch: 1-D grids of any size; work item w = (row, chunk) = (w / chunks,
-// w % chunks), chunk = `chunk_vecs` float4 vectors of the body; the scalar
+// w % chunks), chunk = `chunk_vecs` 16-byte vectors of the body; the scalar
 // head and tail belong to chunk 0.
-#include "common.cuh"
+#include "elements.cuh"
 
-extern "C" __global__ void multi_block_partials(const float* __restrict__ x, i64 rows, i64 n, i64 ld_x,
+extern "C" __global__ void multi_block_partials(const elem_t* __restrict__ x, i64 rows, i64 n, i64 ld_x,
                                                 i64 chunk_vecs, i64 chunks, MaxSum* __restrict__ partials) {
     __shared__ MaxSum scratch[32];
     for (i64 w = blockIdx.x; w < rows * chunks; w += gridDim.x) {
         const i64 row = w / chunks, c = w % chunks;
-        const RowSpan r = row_span(x + row * ld_x, nullptr, n);
+        const RowSpanOf<elem_t> r = row_span(x + row * ld_x, (elem_t*)nullptr, n);
         const i64 v0 = c * chunk_vecs, v1 = min(v0 + chunk_vecs, r.vecs);
         const MaxSum part = block_merge(online_span(r, v0, v1, c == 0), scratch);
         if (threadIdx.x == 0) partials[w] = part;
@@ -39,14 +42,14 @@ extern "C" __global__ void multi_block_combine(const MaxSum* __restrict__ partia
     }
 }
 
-extern "C" __global__ void multi_block_write(const float* __restrict__ x, float* __restrict__ y, i64 rows,
+extern "C" __global__ void multi_block_write(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows,
                                              i64 n, i64 ld_x, i64 ld_y, i64 chunk_vecs, i64 chunks,
                                              const MaxSum* __restrict__ totals) {
     for (i64 w = blockIdx.x; w < rows * chunks; w += gridDim.x) {
         const i64 row = w / chunks, c = w % chunks;
-        const RowSpan r = row_span(x + row * ld_x, y + row * ld_y, n);
+        const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
         const i64 v0 = c * chunk_vecs, v1 = min(v0 + chunk_vecs, r.vecs);
         const MaxSum t = totals[row];
-        write_span(r, v0, v1, c == 0, t.max, 1.f / t.sum);
+        write_span(r, v0, v1, c == 0, row_output(t.max, t.sum));
     }
 }

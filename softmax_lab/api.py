@@ -1,4 +1,4 @@
-"""softmax(): validation, layout, streams and devices, and dispatch to a variant.
+"""softmax() and log_softmax(): validation, layout, streams and devices, and dispatch to a variant.
 
 A call has three steps:
 
@@ -11,8 +11,13 @@ A call has three steps:
    in the same places).  It is pure Python: tests/test_fuzz.py checks it on
    random layouts with a fake device.
 3. The variant's launcher runs on the right stream and device.  Launchers
-   depend only on (device, dtype, shape, variant), so they are cached: a
-   steady-state call is a dictionary lookup plus a launch.
+   depend only on (device, shape with its dtype and op, variant), so they are
+   cached: a steady-state call is a dictionary lookup plus a launch.
+
+Dtypes: float32, float16 and bfloat16, the same in and out.  NumPy and CuPy
+have no bfloat16: it arrives as a torch tensor, is described here by the
+stand-in dtype BFLOAT16 (2 bytes), is handled inside as CuPy int16 views of
+the same memory, and a new bfloat16 result is returned as a torch tensor.
 """
 
 from __future__ import annotations
@@ -31,8 +36,13 @@ from .variants import CannotRun, Launcher, Shape, Variant, get_variant, preferen
 
 _ACCEPTED = "a CuPy array, or a GPU array with __cuda_array_interface__ or DLPack (torch, JAX, ...)"
 _DLPACK_GPU = (2, 13)  # kDLCUDA, kDLCUDAManaged
-_SUPPORTED = (np.dtype(np.float32),)
-_TORCH_DTYPES = {"torch.float32": np.float32, "torch.float16": np.float16, "torch.float64": np.float64}
+BFLOAT16 = np.dtype([("bfloat16", "<u2")])  # a stand-in: NumPy has no bfloat16
+DTYPE_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", BFLOAT16: "bfloat16"}
+_SUPPORTED = tuple(DTYPE_NAMES)
+_TAKES = "softmax_lab takes float32, float16 and bfloat16"
+_BF16_ROUTE = "; pass bfloat16 as a torch tensor (torch.from_dlpack(x))"
+_TORCH_DTYPES = {"torch.float32": np.float32, "torch.float16": np.float16, "torch.float64": np.float64,
+                 "torch.bfloat16": BFLOAT16}
 _OPAQUE = {"|V2": "a 2-byte type numpy does not know, such as bfloat16", "<V2": "a 2-byte type numpy does not know, "
            "such as bfloat16", "|V1": "a 1-byte type numpy does not know, such as float8"}
 
@@ -73,8 +83,16 @@ class CallPlan:
 
 
 def _dtype_name(dtype) -> str:
+    if isinstance(dtype, np.dtype) and dtype in DTYPE_NAMES:
+        return DTYPE_NAMES[dtype]
     text = str(dtype)
     return _OPAQUE.get(text, text).replace("torch.", "")
+
+
+def _unsupported(what: str, dtype) -> TypeError:
+    name = _dtype_name(dtype)
+    route = _BF16_ROUTE if "bfloat16" in name else ""
+    return TypeError(f"{what} has dtype {name}; {_TAKES}{route}")
 
 
 def describe(a, what: str = "x") -> ArrayView:
@@ -87,7 +105,7 @@ def describe(a, what: str = "x") -> ArrayView:
             raise TypeError(f"{what} is a torch tensor on {a.device}; softmax_lab takes GPU arrays only")
         dtype = _TORCH_DTYPES.get(str(a.dtype))
         if dtype is None:
-            raise TypeError(f"{what} has dtype {_dtype_name(a.dtype)}; softmax_lab computes float32 only")
+            raise _unsupported(what, a.dtype)
         dtype = np.dtype(dtype)
         strides = tuple(s * dtype.itemsize for s in a.stride())
         return ArrayView(a.data_ptr(), tuple(a.shape), strides, dtype, a.device.index, "torch", a)
@@ -101,7 +119,7 @@ def describe(a, what: str = "x") -> ArrayView:
             raise TypeError(f"{what} is on {where}, not a CUDA GPU; softmax_lab takes {_ACCEPTED}")
         dtype = getattr(a, "dtype", None)
         if dtype is not None and _numpy_dtype(dtype) not in _SUPPORTED:
-            raise TypeError(f"{what} has dtype {_dtype_name(dtype)}; softmax_lab computes float32 only")
+            raise _unsupported(what, dtype)
         return ArrayView(0, (), (), np.dtype(np.float32), int(device_id), "dlpack", a)  # read after from_dlpack
     raise TypeError(f"softmax_lab takes {_ACCEPTED} as {what}; got {module}.{type(a).__name__}")
 
@@ -123,10 +141,9 @@ def _describe_cai(cai, a, what: str) -> ArrayView:
     try:
         dtype = np.dtype(typestr)
     except TypeError:
-        raise TypeError(f"{what} has typestr {typestr!r}, which is not a dtype; softmax_lab computes float32 only") from None
+        raise TypeError(f"{what} has typestr {typestr!r}, which is not a dtype; {_TAKES}") from None
     if dtype.kind == "V" or dtype not in _SUPPORTED:
-        raise TypeError(f"{what} has dtype {_dtype_name(typestr if dtype.kind == 'V' else dtype)}; "
-                        "softmax_lab computes float32 only")
+        raise _unsupported(what, typestr if dtype.kind == "V" else dtype)
     shape = tuple(int(s) for s in cai["shape"])
     strides = cai.get("strides")
     if strides is None:  # C-contiguous
@@ -379,20 +396,22 @@ def _prepare(shape: Shape, dev: DeviceInfo, variant: str) -> tuple[Variant, Laun
 def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
     """softmax(x) along `axis`, computed on the GPU in float32, as torch.softmax.
 
-    x: float32, any number (>= 1) of dimensions; a CuPy array, a torch CUDA
-    tensor, or any GPU array with __cuda_array_interface__ or DLPack (taken
-    zero-copy).  Rows along `axis` with a unit element stride and a uniform
-    row stride (any contiguous array, slices such as x[:, 1:]) are read in
-    place; any other layout is first copied into a contiguous buffer.
+    x: float32, float16 or bfloat16, any number (>= 1) of dimensions; a CuPy
+    array, a torch CUDA tensor, or any GPU array with __cuda_array_interface__
+    or DLPack (taken zero-copy); bfloat16 as a torch tensor.  The result has
+    x's dtype, rounded once from float32.  Rows along `axis` with a unit
+    element stride and a uniform row stride (any contiguous array, slices
+    such as x[:, 1:]) are read in place; any other layout is first copied
+    into a contiguous buffer.
 
     variant: "auto" or a name from variants().
-    out: optional float32 array of x's shape (CuPy, torch or
+    out: optional array of x's dtype and shape (CuPy, torch or
       __cuda_array_interface__) on x's device, whose elements are distinct.
       It may share no element with x, or be exactly x's elements in the same
       places (in place, also through a view whose strides differ only on
       axes of length 1).  Rows of unit stride are written in place; any other
       layout is filled by a copy after the kernel.  Returns `out`, or a new
-      CuPy array.
+      CuPy array (a torch tensor for bfloat16, which CuPy lacks).
     stream: where the work runs.  Default: for a torch tensor torch's current
       stream on x's device, otherwise CuPy's current stream on x's device; a
       cupy.cuda.Stream, torch.cuda.Stream or raw cudaStream_t handle
@@ -401,33 +420,47 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
       device, whatever the current device is.
 
     Raises, before any launch and without writing anything:
-      TypeError: x or out is not a GPU array, or has a dtype other than float32;
-        axis is not an integer; stream is of an unknown type.
+      TypeError: x or out is not a GPU array, or has a dtype other than
+        float32, float16 or bfloat16 (named); out's dtype is not x's; axis is
+        not an integer; stream is of an unknown type.
       ValueError: x is 0-d; axis is out of range; out has another shape,
         lives on another device, has overlapping elements, or partly overlaps
         x; a pointer or stride is not aligned to the element size; variant is
-        unknown, or cannot run this shape on this device.
+        unknown, or cannot run this shape, dtype or op on this device (auto
+        never raises for that: it falls back to a variant that can).
       NoDeviceError (a RuntimeError): no CUDA device is usable.
     """
+    return _call(x, axis, variant, out, stream, "softmax")
+
+
+def log_softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
+    """log_softmax(x) along `axis`, as torch.log_softmax: (x - max) - log(sum
+    e^(x - max)) in float32, never the log of the softmax, rounded once to x's
+    dtype.  -inf entries give -inf; a row of all -inf, or with a NaN or +inf,
+    gives NaN.  Arguments, layouts, streams, devices, aliasing, errors and
+    results as softmax()."""
+    return _call(x, axis, variant, out, stream, "log_softmax")
+
+
+def _call(x, axis, variant, out, stream, op: str):
     if stream is None and type(axis) is int and type(variant) is str:
-        fast = _repeat_call(x, axis, variant, out)
+        fast = _repeat_call(x, axis, variant, out, op)
         if fast is not _MISS:
             return fast
-    return _softmax(x, axis, variant, out, stream)
+    return _softmax(x, axis, variant, out, stream, op)
 
 
-def _softmax(x, axis, variant: str, out, stream):
+def _softmax(x, axis, variant: str, out, stream, op: str = "softmax"):
     if variant != "auto":
         get_variant(variant)  # ValueError for an unknown name
     xv = describe(x, "x")
     if xv.dtype not in _SUPPORTED:
-        raise TypeError(f"x has dtype {_dtype_name(xv.dtype)}; softmax_lab computes float32 only")
+        raise _unsupported("x", xv.dtype)
     ov = None
     if out is not None:
         ov = describe(out, "out")
-        if ov.dtype != xv.dtype:
-            raise TypeError(f"out must be {xv.dtype}, like x; got {_dtype_name(ov.dtype)}")
     if xv.kind != "dlpack" and (ov is None or ov.kind != "dlpack"):
+        _check_out_dtype(xv, ov)
         _check_shapes(xv, ov, axis)  # before asking for a device: these need none
     require_device()
     if xv.kind == "dlpack":
@@ -436,6 +469,7 @@ def _softmax(x, axis, variant: str, out, stream):
     if out is not None and ov.kind == "dlpack":
         out = _from_dlpack(out)
         ov = describe(out, "out")
+    _check_out_dtype(xv, ov)
     axis = _check_shapes(xv, ov, axis)
     device = _device_of(xv)
     out_device = _device_of(ov) if ov is not None and ov.size else device
@@ -448,12 +482,42 @@ def _softmax(x, axis, variant: str, out, stream):
         if out is not None:
             return out
         with cupy.cuda.Device(device):
-            return cupy.empty(xv.shape, dtype=xv.dtype)
+            return _as_result(cupy.empty(xv.shape, dtype=_storage(xv.dtype)), xv.dtype)
 
     plan = plan_call(xv, ov, axis)
     on_device = cupy.cuda.Device(device) if device != cupy.cuda.runtime.getDevice() else contextlib.nullcontext()
     with on_device:
-        return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None)
+        return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None, op)
+
+
+def _storage(dtype: np.dtype) -> np.dtype:
+    """The CuPy dtype that holds `dtype`'s bits: itself, or int16 for bfloat16."""
+    return np.dtype(np.int16) if dtype == BFLOAT16 else dtype
+
+
+def _as_cupy(a, dtype: np.dtype) -> cupy.ndarray:
+    """A CuPy view of a GPU array's memory (a bfloat16 torch tensor: an int16 view)."""
+    if isinstance(a, cupy.ndarray):
+        return a
+    if dtype == BFLOAT16:
+        import torch
+
+        return cupy.from_dlpack(a.view(torch.int16))
+    return cupy.asarray(a)
+
+
+def _as_result(y: cupy.ndarray, dtype: np.dtype):
+    """A new result: the CuPy array, or for bfloat16 a torch tensor over the same memory."""
+    if dtype != BFLOAT16:
+        return y
+    import torch
+
+    return torch.from_dlpack(y).view(torch.bfloat16)
+
+
+def _check_out_dtype(xv: ArrayView, ov: ArrayView | None) -> None:
+    if ov is not None and ov.dtype != xv.dtype:
+        raise TypeError(f"out must be {_dtype_name(xv.dtype)}, like x; got {_dtype_name(ov.dtype)}")
 
 
 def _check_shapes(xv: ArrayView, ov: ArrayView | None, axis) -> int:
@@ -467,12 +531,12 @@ def _check_shapes(xv: ArrayView, ov: ArrayView | None, axis) -> int:
 
 
 def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, stream,
-             default_stream: bool):
+             default_stream: bool, op: str = "softmax"):
     keep_alive = None
     x_ptr = plan.x_ptr
     if plan.copy_input:
         with stream:
-            src = x if isinstance(x, cupy.ndarray) else cupy.asarray(x)
+            src = _as_cupy(x, xv.dtype)
             keep_alive = cupy.ascontiguousarray(cupy.moveaxis(src, plan.axis, -1))
         x_ptr = keep_alive.data.ptr
     result = out
@@ -480,20 +544,21 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
     if y_ptr is None:
         moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
         with stream:
-            y = cupy.empty(moved, dtype=xv.dtype)
+            y = cupy.empty(moved, dtype=_storage(xv.dtype))
         result = cupy.moveaxis(y, -1, plan.axis)
         y_ptr = y.data.ptr
-    shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % 16, y_ptr % 16, xv.dtype.itemsize)
+    shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % 16, y_ptr % 16, xv.dtype.itemsize,
+                  DTYPE_NAMES[xv.dtype], op)
     _, launch = launcher_for(shape, device_info(device), variant)
     launch(x_ptr, y_ptr, stream)
     if default_stream and not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch"):
-        _remember(xv, ov, plan, device, variant, launch)
+        _remember(xv, ov, plan, device, variant, launch, op)
     del keep_alive  # freed to CuPy's pool on `stream`: reused only after the launch
     if plan.copy_output:
         with stream:
-            cupy.copyto(out if isinstance(out, cupy.ndarray) else cupy.asarray(out), result)
+            cupy.copyto(_as_cupy(out, ov.dtype), result)
         return out
-    return result
+    return result if out is not None else _as_result(result, xv.dtype)
 
 
 # ------------------------------------------------------------------ repeated calls
@@ -519,17 +584,17 @@ def _key(a) -> tuple | None:
     return None
 
 
-def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str) -> tuple:
-    """Layouts, dtypes, devices and alignments, and whether out is x's pointer: with
-    disjoint extents, what decides a plan."""
+def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str, op: str = "softmax") -> tuple:
+    """Layouts, dtypes, devices and alignments, the op, and whether out is x's
+    pointer: with disjoint extents, what decides a plan."""
     x_ptr, *x_layout = kx
     if ko is None:
-        return (*x_layout, axis, variant, x_ptr & 15)
+        return (*x_layout, axis, variant, op, x_ptr & 15)
     y_ptr, *o_layout = ko
-    return (*x_layout, axis, variant, x_ptr & 15, *o_layout, y_ptr & 15, y_ptr == x_ptr)
+    return (*x_layout, axis, variant, op, x_ptr & 15, *o_layout, y_ptr & 15, y_ptr == x_ptr)
 
 
-def _repeat_call(x, axis: int, variant: str, out):
+def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax"):
     kx = _key(x)
     if kx is None:
         return _MISS
@@ -540,7 +605,7 @@ def _repeat_call(x, axis: int, variant: str, out):
         ko = _key(out)
         if ko is None:
             return _MISS
-    hit = _calls.get(_call_key(kx, ko, axis, variant))
+    hit = _calls.get(_call_key(kx, ko, axis, variant, op))
     if hit is None or kx[4] != cupy.cuda.runtime.getDevice():
         return _MISS
     call, x_lo, x_hi, o_lo, o_hi = hit
@@ -558,7 +623,8 @@ def _span(a: ArrayView) -> tuple[int, int]:
     return lo - a.ptr, hi - a.ptr
 
 
-def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch) -> None:
+def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch,
+              op: str = "softmax") -> None:
     global _torch_tensor
     x = xv.obj
     if xv.kind == "torch" and _torch_tensor is None:
@@ -569,21 +635,21 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
     ko = None if ov is None else _key(ov.obj)
     if kx is None or (ov is not None and ko is None):
         return
-    key = _call_key(kx, ko, plan.axis, variant)
+    key = _call_key(kx, ko, plan.axis, variant, op)
     torch_stream = xv.kind == "torch"
     moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
-    dtype, axis = xv.dtype, plan.axis
+    dtype, storage, axis = xv.dtype, _storage(xv.dtype), plan.axis
 
     def call(x, x_ptr, out, y_ptr):
         stream = _current_stream(torch_stream, device)
         if out is None:
             if torch_stream:
                 with stream:
-                    y = cupy.empty(moved, dtype=dtype)
+                    y = cupy.empty(moved, dtype=storage)
             else:  # already CuPy's current stream
-                y = cupy.empty(moved, dtype=dtype)
+                y = cupy.empty(moved, dtype=storage)
             launch(x_ptr, y.data.ptr, stream)
-            return cupy.moveaxis(y, -1, axis)
+            return _as_result(cupy.moveaxis(y, -1, axis), dtype)
         launch(x_ptr, y_ptr, stream)
         return out
 

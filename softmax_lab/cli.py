@@ -304,6 +304,9 @@ def _info(args) -> int:
             builds += [(source, "sm_90", c.defines()) for c in configs]
         else:
             builds.append((source, "sm_90" if source == "single_read.cu" else arch, {}))
+    for v in registry.variants().values():  # the other dtypes and ops of the row kernels
+        builds += [(v.source, arch, registry.kernel_defines(dtype, op)) for dtype in v.dtypes for op in v.ops
+                   if (dtype, op) != ("float32", "softmax")]
     print("\ncompile check (NVRTC, no GPU needed):")
     failures = 0
     for source, build_arch, defines in builds:

@@ -1,4 +1,4 @@
-"""The float64 reference softmax and the error measure every check uses."""
+"""The float64 references (softmax, log_softmax) and the error measures every check uses."""
 
 from __future__ import annotations
 
@@ -15,19 +15,67 @@ def softmax_reference(x, axis: int = -1):
     return e / xp.sum(e, axis=axis, keepdims=True)
 
 
+def log_softmax_reference(x, axis: int = -1):
+    """log_softmax in float64 as torch: (x - max) - log(sum e^(x - max)); -inf
+    entries give -inf; a row of all -inf, or with a NaN or +inf, gives NaN."""
+    xp = _xp(x)
+    x = x.astype(xp.float64)
+    m = xp.max(x, axis=axis, keepdims=True)  # NaN propagates
+    shifted = x - m
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+
+
 def relative_error(out, ref) -> float:
     """||out - ref|| / ||ref|| over the finite part of ref, or inf where the
-    NaN pattern of out differs from ref's (an unwritten or wrong NaN fails)."""
+    NaN pattern of out differs from ref's (an unwritten or wrong NaN fails) or
+    an infinite ref (log_softmax's -inf) is not matched exactly."""
     xp = _xp(out)
     out = out.astype(xp.float64)
     nan_ref = xp.isnan(ref)
     if bool(xp.any(xp.isnan(out) != nan_ref)):
         return float("inf")
-    keep = ~nan_ref
+    inf_ref = xp.isinf(ref)
+    if bool(xp.any(inf_ref & (out != ref))):
+        return float("inf")
+    keep = ~nan_ref & ~inf_ref
     diff = xp.where(keep, out - ref, 0.0)
     norm = float(xp.linalg.norm(xp.where(keep, ref, 0.0)))
     err = float(xp.linalg.norm(diff))
     return err / norm if norm > 0 else err
+
+
+# (significand bits, least normal exponent, largest finite value) of the half formats
+HALF_FORMATS = {"float16": (11, -14, 65504.0), "bfloat16": (8, -126, 3.3895313892515355e38)}
+
+
+def ulp_error(out, ref, dtype: str, abs_floor: float = 0.0) -> float:
+    """The largest |out - ref| over the finite part of ref, less abs_floor, in
+    units in the last place of `dtype` (float16, bfloat16) at ref, where out
+    holds `dtype` values as float32/float64; inf where the NaN pattern differs,
+    an infinite ref is not matched, or out is not finite where ref rounds to
+    a finite value (and finite where it rounds to an infinity).
+
+    abs_floor: an absolute error allowed on top; log_softmax passes float32's
+    resolution of log(sum) there (its outputs near 0 carry that absolute error
+    in float32 arithmetic, as torch's do)."""
+    xp = _xp(out)
+    bits, emin, largest = HALF_FORMATS[dtype]
+    out = out.astype(xp.float64)
+    ref = xp.asarray(ref, dtype=xp.float64)
+    nan_ref = xp.isnan(ref)
+    if bool(xp.any(xp.isnan(out) != nan_ref)):
+        return float("inf")
+    finite = ~nan_ref
+    mag = xp.abs(xp.where(finite, ref, 0.0))
+    ulp = 2.0 ** (xp.maximum(xp.floor(xp.log2(xp.maximum(mag, 1e-300))), emin) - (bits - 1))
+    rounds_to_inf = mag >= largest + ulp / 2  # ref itself infinite included
+    if bool(xp.any(finite & rounds_to_inf & (out != xp.sign(ref) * xp.inf))):
+        return float("inf")
+    keep = finite & ~rounds_to_inf
+    if bool(xp.any(keep & ~xp.isfinite(out))):
+        return float("inf")
+    err = xp.where(keep, xp.maximum(xp.abs(out - xp.where(keep, ref, 0.0)) - abs_floor, 0.0) / ulp, 0.0)
+    return float(xp.max(err)) if err.size else 0.0
 
 
 def _xp(a):

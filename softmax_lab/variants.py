@@ -1,8 +1,9 @@
 """The registry: every softmax variant, its kernel file, launch rule, traffic model
 and requirements.  Nothing else in softmax_lab knows variant names.
 
-A variant runs on a 2-D problem, a `Shape`: `rows` rows of `cols` float32
-elements, row r of the input at x + r * ld_x and of the output at y + r * ld_y
+A variant runs on a 2-D problem, a `Shape`: `rows` rows of `cols` elements
+of one dtype (float32, float16 or bfloat16) and one op (softmax or
+log_softmax), row r of the input at x + r * ld_x and of the output at y + r * ld_y
 (element strides of 1 within a row).  `Variant.prepare(shape, dev)` does
 everything that depends only on the shape and the device (compiling, occupancy
 queries, grid sizes) and returns a launcher, `launcher(x_ptr, y_ptr, stream)`,
@@ -28,6 +29,19 @@ from . import loader
 from .device import DeviceInfo, max_active_clusters
 
 ITEMSIZE = 4  # float32
+DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}  # name -> element size in bytes
+OPS = ("softmax", "log_softmax")
+
+
+def kernel_defines(dtype: str = "float32", op: str = "softmax") -> dict[str, int]:
+    """The -D defines of elements.cuh for a dtype and op: none for float32
+    softmax, so that build is the float-only kernels' build."""
+    defines = {}
+    if dtype != "float32":
+        defines["SOFTMAX_DTYPE"] = 1 if dtype == "float16" else 2
+    if op == "log_softmax":
+        defines["SOFTMAX_LOG"] = 1
+    return defines
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,13 @@ class Shape:
     x_offset: int = 0  # byte offset of the input's data pointer mod 16
     y_offset: int = 0  # byte offset of the output's data pointer mod 16
     itemsize: int = ITEMSIZE
+    dtype: str = "float32"  # a key of DTYPES, of element size itemsize
+    op: str = "softmax"  # one of OPS
+
+    def __post_init__(self):
+        if DTYPES.get(self.dtype) != self.itemsize or self.op not in OPS:
+            raise ValueError(f"Shape: dtype {self.dtype!r} of itemsize {self.itemsize}, op {self.op!r}: "
+                             f"expected a dtype of {DTYPES} and an op of {OPS}")
 
     def scalars(self):
         return (np.int64(self.rows), np.int64(self.cols), np.int64(self.ld_x), np.int64(self.ld_y))
@@ -69,7 +90,7 @@ def _block_threads(cols: int) -> int:
 
 def _prepare_block_per_row(entry: str, source: str):
     def prepare(shape: Shape, dev: DeviceInfo, threads: int | None = None) -> Launcher:
-        function = loader.get_kernel(source, entry, device_id=dev.id).kernel
+        function = loader.get_kernel(source, entry, kernel_defines(shape.dtype, shape.op), device_id=dev.id).kernel
         grid = (min(shape.rows, 2**31 - 1),)  # blocks loop over rows beyond the grid
         block = (threads or _block_threads(shape.cols),)
         scalars = shape.scalars()
@@ -84,7 +105,7 @@ def _prepare_block_per_row(entry: str, source: str):
 
 # ---------------------------------------------------------------- multi-block
 MULTI_BLOCK_THREADS = 512
-MULTI_BLOCK_CHUNK_VECS = 8192  # float4 vectors (128 KB) per block and row
+MULTI_BLOCK_CHUNK_VECS = 8192  # 16-byte vectors (128 KB) per block and row
 MULTI_BLOCK_MAX_GRID = 1 << 20  # blocks loop over (row, chunk) items beyond it
 
 
@@ -92,8 +113,9 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
                          threads: int | None = None) -> Launcher:
     chunk_vecs = chunk_vecs or MULTI_BLOCK_CHUNK_VECS
     block = (threads or MULTI_BLOCK_THREADS,)
-    chunks = max(1, -(-(shape.cols // 4) // chunk_vecs))
-    get = lambda entry: loader.get_kernel("multi_block.cu", entry, device_id=dev.id).kernel
+    chunks = max(1, -(-(shape.cols * shape.itemsize // VECTOR_BYTES) // chunk_vecs))
+    defines = kernel_defines(shape.dtype, shape.op)
+    get = lambda entry: loader.get_kernel("multi_block.cu", entry, defines, device_id=dev.id).kernel
     partials_k, combine_k, write_k = get("multi_block_partials"), get("multi_block_combine"), get("multi_block_write")
     items = shape.rows * chunks
     item_grid, row_grid = (min(items, MULTI_BLOCK_MAX_GRID),), (min(shape.rows, MULTI_BLOCK_MAX_GRID),)
@@ -509,6 +531,8 @@ class Variant:
     launch_rule: str
     prepare_launch: Callable[..., Launcher] = field(repr=False)
     max_cols: Callable[[DeviceInfo], float] = field(default=lambda dev: math.inf, repr=False)
+    dtypes: tuple[str, ...] = tuple(DTYPES)  # the element types its kernels take
+    ops: tuple[str, ...] = OPS
 
     def bytes_per_element(self, itemsize: int = ITEMSIZE) -> int:
         return (self.reads + self.writes) * itemsize
@@ -517,8 +541,13 @@ class Variant:
         """Bytes this variant moves through device memory for a rows x cols problem."""
         return rows * cols * self.bytes_per_element(itemsize)
 
-    def unsupported_reason(self, cols: int, dev: DeviceInfo) -> str | None:
-        """Why this variant cannot run rows of `cols` on `dev`, or None if it can."""
+    def unsupported_reason(self, cols: int, dev: DeviceInfo, dtype: str = "float32",
+                           op: str = "softmax") -> str | None:
+        """Why this variant cannot run rows of `cols` `dtype` elements, computing `op`, on `dev`; None if it can."""
+        if dtype not in self.dtypes:
+            return f"variant {self.name!r} holds {', '.join(self.dtypes)} only; got {dtype}"
+        if op not in self.ops:
+            return f"variant {self.name!r} computes {', '.join(self.ops)} only; got {op}"
         if dev.compute_capability < self.min_compute_capability:
             cc = self.min_compute_capability
             return (f"variant {self.name!r} needs compute capability {cc // 10}.{cc % 10} or newer; "
@@ -530,7 +559,7 @@ class Variant:
     def prepare(self, shape: Shape, dev: DeviceInfo, **knobs) -> Launcher:
         """The launcher for `shape` on `dev`; CannotRun if this variant cannot run it there.
         `knobs` (threads, config, ...) override the launch rule, for tuning."""
-        reason = self.unsupported_reason(shape.cols, dev)
+        reason = self.unsupported_reason(shape.cols, dev, shape.dtype, shape.op)
         if reason:
             raise CannotRun(reason)
         return self.prepare_launch(shape, dev, **knobs)
@@ -561,7 +590,7 @@ _ALL = (
         entries=("multi_block_partials", "multi_block_combine", "multi_block_write"),
         reads=2, writes=1, min_compute_capability=0,
         summary="a row split over blocks: per-chunk online partials, a fixed-order combine, the write pass",
-        launch_rule=f"{MULTI_BLOCK_CHUNK_VECS} float4 per block and row, {MULTI_BLOCK_THREADS} threads, three launches",
+        launch_rule=f"{MULTI_BLOCK_CHUNK_VECS} 16-byte vectors per block and row, {MULTI_BLOCK_THREADS} threads, three launches",
         prepare_launch=_prepare_multi_block,
     ),
     Variant(
@@ -574,6 +603,8 @@ _ALL = (
                      "clusters, configuration derived from rows, row length and device (single_read_config)"),
         prepare_launch=_prepare_single_read,
         max_cols=_single_read_limit,
+        dtypes=("float32",),  # float16, bfloat16 and log_softmax: issue 8, part 2
+        ops=("softmax",),
     ),
     Variant(
         name="long_row",
@@ -584,6 +615,8 @@ _ALL = (
                  "the rest read twice (the second time mostly from L2)"),
         launch_rule="a persistent grid of resident clusters of 4, 8 or 16 blocks, 512 threads per SM (long_row_config)",
         prepare_launch=_prepare_long_row,
+        dtypes=("float32",),
+        ops=("softmax",),
     ),
 )
 
@@ -629,10 +662,11 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     The api takes the first whose prepare() does not raise CannotRun."""
     names = next(names for limit, names in AUTO_RULES if shape.cols <= limit)
     names = names + tuple(n for n in FALLBACKS if n not in names)
-    return tuple(_REGISTRY[n] for n in names if _REGISTRY[n].unsupported_reason(shape.cols, dev) is None)
+    return tuple(_REGISTRY[n] for n in names
+                 if _REGISTRY[n].unsupported_reason(shape.cols, dev, shape.dtype, shape.op) is None)
 
 
-def choose(rows: int, cols: int, dev: DeviceInfo) -> Variant:
+def choose(rows: int, cols: int, dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> Variant:
     """The variant auto would try first for rows x cols contiguous rows (no launch is prepared).
-    Raises nothing: two_pass and multi_block run every shape on every device."""
-    return preferences(Shape(rows, cols, cols, cols), dev)[0]
+    Raises nothing: two_pass and multi_block run every shape, dtype and op on every device."""
+    return preferences(Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype, op=op), dev)[0]

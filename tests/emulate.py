@@ -5,6 +5,12 @@ of common.cuh's RowSpan, the thread-strided ownership of vectors, the online
 (max, sum) updates and merges with their -inf guards, the chunks of
 multi_block and the cluster slices of single_read.  Reductions whose order
 does not matter for the checks (plain max, float sums) use NumPy's.
+
+three_pass, two_pass and multi_block also emulate elements.cuh: rows of
+float16 or bfloat16 (`vec` = 8 elements per 16-byte vector, a row start
+aligned to 2 bytes) and the op log_softmax; `run()` widens the stored
+elements to float32 exactly, runs the float32 algorithm and rounds the
+result once to the dtype (round to nearest even), as the kernels do.
 """
 
 from __future__ import annotations
@@ -40,27 +46,27 @@ def merge_all(pairs):
     return acc
 
 
-def row_span(n: int, misalign: int):
+def row_span(n: int, misalign: int, vec: int = 4):
     """(head, vecs) for a row of n elements whose start is `misalign` elements
-    past a 16-byte boundary."""
-    head = min((4 - misalign % 4) % 4, n)
-    return head, (n - head) // 4
+    past a 16-byte boundary, `vec` elements to a 16-byte vector."""
+    head = min((vec - misalign % vec) % vec, n)
+    return head, (n - head) // vec
 
 
-def split(row, misalign):
-    head, vecs = row_span(len(row), misalign)
-    body = row[head : head + 4 * vecs].reshape(vecs, 4)
-    scalars = np.concatenate([row[:head], row[head + 4 * vecs :]])
+def split(row, misalign, vec: int = 4):
+    head, vecs = row_span(len(row), misalign, vec)
+    body = row[head : head + vec * vecs].reshape(vecs, vec)
+    scalars = np.concatenate([row[:head], row[head + vec * vecs :]])
     return body, scalars
 
 
 def thread_vectors(body, threads: int):
-    """Vectors arranged (iteration, thread, 4), padded with -inf: thread t owns
+    """Vectors arranged (iteration, thread, vec), padded with -inf: thread t owns
     vectors t, t + threads, ..."""
     iters = max(1, -(-len(body) // threads))
-    padded = np.full((iters * threads, 4), NEG_INF, dtype=F32)
+    padded = np.full((iters * threads, body.shape[1]), NEG_INF, dtype=F32)
     padded[: len(body)] = body
-    return padded.reshape(iters, threads, 4)
+    return padded.reshape(iters, threads, body.shape[1])
 
 
 def online_threads(body, scalars, threads: int):
@@ -89,33 +95,36 @@ def block_merge(m, s):
     return merge_all(list(zip(m, s)))
 
 
-def write(row, m, s):
+def write(row, m, s, op="softmax"):
+    """elements.cuh RowOutput: e^(x - m) * (1 / s), or (x - m) - log(s), in float32."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if op == "log_softmax":
+            return ((row - F32(m)).astype(F32) - np.log(F32(s))).astype(F32)
         return (exp_approx(row - m) * (F32(1) / s)).astype(F32)
 
 
-def three_pass(row, misalign=0, threads=64):
+def three_pass(row, misalign=0, threads=64, vec=4, op="softmax"):
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         m = np.fmax.reduce(row) if len(row) else NEG_INF  # fmaxf: NaN never wins
         s = exp_approx(row - exp_base(m)).sum(dtype=F32)
-    return write(row, m, s)
+    return write(row, m, s, op)
 
 
-def two_pass(row, misalign=0, threads=64):
-    body, scalars = split(row, misalign)
+def two_pass(row, misalign=0, threads=64, vec=4, op="softmax"):
+    body, scalars = split(row, misalign, vec)
     m, s = block_merge(*online_threads(body, scalars, threads))
-    return write(row, m, s)
+    return write(row, m, s, op)
 
 
-def multi_block(row, misalign=0, threads=64, chunk_vecs=8):
-    body, scalars = split(row, misalign)
+def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
+    body, scalars = split(row, misalign, vec)
     chunks = max(1, -(-len(body) // chunk_vecs))
     partials = []
     for c in range(chunks):
         part = body[c * chunk_vecs : (c + 1) * chunk_vecs]
         partials.append(block_merge(*online_threads(part, scalars if c == 0 else scalars[:0], threads)))
     m, s = merge_all(partials)
-    return write(row, m, s)
+    return write(row, m, s, op)
 
 
 def single_read(row, misalign=0, threads=32, cluster=4):
@@ -160,6 +169,38 @@ def single_read_warp(row, misalign=0):
         base = exp_base(m)
         e = exp_approx(row - base)
         return (e * (exp_approx(base - m) / e.sum(dtype=F32))).astype(F32)
+
+
+# ------------------------------------------------------------ dtypes
+VEC = {"float32": 4, "float16": 8, "bfloat16": 8}  # elements per 16-byte vector
+
+
+def to_bits(x32, dtype):
+    """float32 values rounded once to `dtype` (round to nearest even, as cvt.rn):
+    float32 itself, float16 values, or bfloat16 bit patterns (uint16)."""
+    x32 = np.asarray(x32, dtype=F32)
+    if dtype == "float32":
+        return x32
+    if dtype == "float16":
+        with np.errstate(over="ignore"):
+            return x32.astype(np.float16)
+    bits = x32.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x32), np.uint16(0x7FC0), rounded).astype(np.uint16)
+
+
+def widen(stored, dtype):
+    """Stored elements as float32, exactly (cvt.f32.f16, or a 16-bit shift for bfloat16)."""
+    if dtype == "bfloat16":
+        return (np.asarray(stored, dtype=np.uint16).astype(np.uint32) << 16).view(F32)
+    return np.asarray(stored).astype(F32)
+
+
+def run(name, stored, dtype="float32", op="softmax", misalign=0, **knobs):
+    """Algorithm `name` (three_pass, two_pass, multi_block) on a row stored as
+    `dtype`: widen, the float32 algorithm with `dtype`'s vector width, one rounding."""
+    out32 = ALGORITHMS[name](widen(stored, dtype), misalign, vec=VEC[dtype], op=op, **knobs)
+    return to_bits(out32, dtype)
 
 
 ALGORITHMS = {

@@ -34,10 +34,44 @@ def test_unknown_variant_lists_the_known_ones():
         softmax_lab.softmax(FakeGpuArray((2, 3)), variant="fastest")
 
 
-@pytest.mark.parametrize("typestr", ["<f2", "<f8", "<i4", "|b1"])
-def test_unsupported_dtype(typestr):
-    with pytest.raises(TypeError, match="float32 only"):
-        softmax_lab.softmax(FakeGpuArray((2, 3), typestr))
+@pytest.mark.parametrize("function", [softmax_lab.softmax, softmax_lab.log_softmax])
+@pytest.mark.parametrize("typestr, name", [("<f8", "float64"), ("<i4", "int32"), ("|b1", "bool"), ("<i2", "int16")])
+def test_unsupported_dtype_is_named(function, typestr, name):
+    with pytest.raises(TypeError, match=f"dtype {name}; softmax_lab takes float32, float16 and bfloat16"):
+        function(FakeGpuArray((2, 3), typestr))
+
+
+@pytest.mark.parametrize("function", [softmax_lab.softmax, softmax_lab.log_softmax])
+@pytest.mark.parametrize("x_type, out_type, message", [
+    ("<f2", "<f4", "out must be float16, like x; got float32"),
+    ("<f4", "<f2", "out must be float32, like x; got float16"),
+    ("<f4", "<f8", "has dtype float64"),
+])
+def test_out_of_another_dtype_is_a_type_error_before_any_launch(function, x_type, out_type, message):
+    with pytest.raises(TypeError, match=message):  # no device here: raised before asking for one
+        function(FakeGpuArray((2, 3), x_type), out=FakeGpuArray((2, 3), out_type))
+
+
+@pytest.mark.parametrize("function", [softmax_lab.softmax, softmax_lab.log_softmax])
+def test_float16_passes_validation_up_to_the_device(function):
+    try:
+        softmax_lab.device.require_device()
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="needs a CUDA device"):
+            function(FakeGpuArray((2, 3), "<f2"), out=FakeGpuArray((2, 3), "<f2"))
+    else:
+        pytest.skip("a GPU is present")
+
+
+def test_log_softmax_validates_as_softmax():
+    with pytest.raises(ValueError, match="at least one dimension"):
+        softmax_lab.log_softmax(FakeGpuArray(()))
+    with pytest.raises(ValueError, match="out of range"):
+        softmax_lab.log_softmax(FakeGpuArray((2, 3)), axis=2)
+    with pytest.raises(ValueError, match="known: 'auto'"):
+        softmax_lab.log_softmax(FakeGpuArray((2, 3)), variant="fastest")
+    with pytest.raises(ValueError, match="out has shape"):
+        softmax_lab.log_softmax(FakeGpuArray((2, 3)), out=FakeGpuArray((2, 4)))
 
 
 def test_zero_dimensional_input():
@@ -281,8 +315,10 @@ def test_gpu_validation_errors_write_nothing():
     with pytest.raises(ValueError, match="overlaps"):
         big = cp.random.standard_normal((4, 101), dtype=cp.float32)
         softmax_lab.softmax(big[:, 1:], out=big[:, :100])
-    with pytest.raises(TypeError, match="float32 only"):
-        softmax_lab.softmax(x.astype(cp.float16))
+    with pytest.raises(TypeError, match="dtype float64"):
+        softmax_lab.softmax(x.astype(cp.float64))
+    with pytest.raises(TypeError, match="out must be float32"):
+        softmax_lab.log_softmax(x, out=cp.empty((4, 100), cp.float16))
     assert bool((out == 7.0).all())
     empty = softmax_lab.softmax(cp.empty((0, 5), cp.float32))
     assert empty.shape == (0, 5)

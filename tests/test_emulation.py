@@ -118,3 +118,111 @@ def test_long_row_with_every_part(cluster, n):
     assert relative_error(out, softmax_reference(row)) < 1e-6
     parts = [long_row_parts((n - 3) // 4, cluster, 32, 2, 3, r) for r in range(cluster)]
     assert sum(s + r + g for _, s, r, g in parts) == (n - 3) // 4
+
+
+# ------------------------------------------------------------ dtypes and ops (elements.cuh)
+from emulate import VEC, run, to_bits, widen  # noqa: E402
+from softmax_lab.reference import log_softmax_reference, ulp_error  # noqa: E402
+
+ROW_KERNELS = ["three_pass", "two_pass", "multi_block"]
+DTYPES = ["float32", "float16", "bfloat16"]
+OPS = ["softmax", "log_softmax"]
+LOG_FLOOR = 2.0**-22  # float32's resolution of log(sum) for sums near 1: log_softmax's outputs near 0
+
+
+def _reference(stored, dtype, op):
+    x = widen(stored, dtype)  # exactly the values the kernel reads
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (softmax_reference if op == "softmax" else log_softmax_reference)(x)
+
+
+def check_row(out, stored, dtype, op):
+    """fp32: 1e-6 relative (norm over the row); fp16/bf16: within 1 ulp of the dtype."""
+    ref = _reference(stored, dtype, op)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if dtype == "float32":
+            return relative_error(out, ref) < 1e-6
+        return ulp_error(widen(out, dtype), ref, dtype, LOG_FLOOR if op == "log_softmax" else 0.0) <= 1.0
+
+
+@pytest.mark.parametrize("name", ROW_KERNELS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", [1, 3, 7, 8, 9, 15, 17, 129, 1000, 4099])
+@pytest.mark.parametrize("misalign", [0, 1, 5, 7])
+def test_dtypes_and_ops_against_float64(name, dtype, op, n, misalign):
+    rng = np.random.default_rng(n * 100 + misalign)
+    stored = to_bits((rng.standard_normal(n) * 4).astype(np.float32), dtype)
+    out = run(name, stored, dtype, op, misalign, threads=32)
+    assert out.dtype == stored.dtype
+    assert check_row(out, stored, dtype, op)
+
+
+@pytest.mark.parametrize("name", ROW_KERNELS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", [1, 9, 130, 1031])
+def test_dtypes_and_ops_special_values(name, dtype, op, n):
+    rng = np.random.default_rng(n)
+    for label, row in _special_rows(n, rng).items():
+        stored = to_bits(row, dtype)
+        for misalign in (0, 3):
+            out = run(name, stored, dtype, op, misalign)
+            assert check_row(out, stored, dtype, op), (label, misalign)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_log_softmax_special_values_follow_torch(dtype):
+    rows = np.array([[0, -np.inf, 1], [-np.inf] * 3, [0, np.nan, 1], [0, np.inf, 1]], np.float32)
+    for name in ROW_KERNELS:
+        out = np.stack([widen(run(name, to_bits(r, dtype), dtype, "log_softmax"), dtype) for r in rows])
+        assert out[0, 1] == -np.inf and np.isfinite(out[0, [0, 2]]).all()
+        assert np.isnan(out[1:]).all(), name
+
+
+def test_log_softmax_is_not_log_of_softmax():
+    """Far below the max, softmax underflows to 0 but log_softmax stays finite and exact."""
+    row = np.array([0.0, -200.0, -1000.0], np.float32)
+    for name in ROW_KERNELS:
+        out = run(name, row, "float32", "log_softmax")
+        assert out.tolist() == [0.0, -200.0, -1000.0], name
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_halves_split_into_8_element_vectors(dtype):
+    from emulate import row_span
+
+    assert VEC[dtype] == 8
+    # a row starting 3 halves (6 bytes) past a 16-byte boundary: 5 head elements
+    assert row_span(100, 3, 8) == (5, 11) and row_span(4, 3, 8) == (4, 0) and row_span(16, 0, 8) == (0, 2)
+
+
+def test_rounding_is_once_and_to_nearest_even():
+    # bfloat16: 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1); just above rounds up
+    x = np.array([1 + 2.0**-8, 1 + 2.0**-8 + 2.0**-20, 1 + 3 * 2.0**-8, -0.0, np.inf, np.nan], np.float32)
+    b = widen(to_bits(x, "bfloat16"), "bfloat16")
+    assert b[:3].tolist() == [1.0, 1 + 2.0**-7, 1 + 2 * 2.0**-7]
+    assert np.signbit(b[3]) and b[4] == np.inf and np.isnan(b[5])
+    h = widen(to_bits(np.array([1 + 2.0**-11, 70000.0, 2.0**-25 * 1.5], np.float32), "float16"), "float16")
+    assert h.tolist() == [1.0, np.inf, 2.0**-24]  # ties to even, overflow, subnormal
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_ulp_error_measures_the_dtype(dtype):
+    ref = np.array([1.0, 0.25, 3e-3])
+    exact = widen(to_bits(ref.astype(np.float32), dtype), dtype)
+    assert ulp_error(exact, ref, dtype) <= 0.5
+    bits = 11 if dtype == "float16" else 8
+    ulp_of_one = 2.0 ** (1 - bits)
+    assert ulp_error(exact + np.array([ulp_of_one, 0, 0]), ref, dtype) == 1.0  # allowed
+    assert ulp_error(exact + np.array([2 * ulp_of_one, 0, 0]), ref, dtype) == 2.0  # refused by the checks
+    assert ulp_error(np.array([np.nan, 0.25, 3e-3]), ref, dtype) == float("inf")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("chunk_vecs", [1, 3, 50])
+def test_multi_block_chunks_with_every_dtype(dtype, chunk_vecs):
+    rng = np.random.default_rng(chunk_vecs)
+    stored = to_bits(rng.standard_normal(403).astype(np.float32), dtype)
+    for op in OPS:
+        assert check_row(run("multi_block", stored, dtype, op, 1, chunk_vecs=chunk_vecs), stored, dtype, op)

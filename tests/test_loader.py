@@ -9,7 +9,7 @@ import pytest
 import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab import loader, variants
 from softmax_lab.device import DeviceInfo
-from softmax_lab.variants import SINGLE_READ_CONFIGS, WARP_ROW_VPT
+from softmax_lab.variants import DTYPES, OPS, SINGLE_READ_CONFIGS, WARP_ROW_VPT, kernel_defines
 
 V = sys.modules["softmax_lab.variants"]
 H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
@@ -38,6 +38,12 @@ def _builds():
     for source in PLAIN_SOURCES:
         for arch in ("sm_80", "sm_90"):
             yield pytest.param(source, arch, None, id=f"{source}-{arch}")
+    for v in variants().values():  # every (dtype, op) but float32 softmax (the default build above)
+        for dtype in v.dtypes:
+            for op in v.ops:
+                if (dtype, op) != ("float32", "softmax"):
+                    for arch in ("sm_80", "sm_90"):
+                        yield pytest.param(v.source, arch, kernel_defines(dtype, op), id=f"{v.name}-{dtype}-{op}-{arch}")
     yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": WARP_ROW_VPT}, id="single_read_warp")
     for c in _derived_configs():
         yield pytest.param("single_read.cu", "sm_90", c.defines(), id=f"single_read-{c.label()}")
@@ -163,3 +169,46 @@ def test_impossible_configurations_fail_to_compile(source, defines, message):
     finally:
         nvrtc.destroyProgram(prog)
     assert "static assertion failed" in log and message in log, log
+
+
+def test_every_dtype_and_op_of_the_row_kernels_is_built():
+    built = {(p.values[0], tuple(sorted((p.values[2] or {}).items()))) for p in _builds()}
+    for name in ("three_pass", "two_pass", "multi_block"):
+        v = variants()[name]
+        assert set(v.dtypes) == set(DTYPES) and set(v.ops) == set(OPS)
+        for dtype in DTYPES:
+            for op in OPS:
+                assert (v.source, tuple(sorted(kernel_defines(dtype, op).items()))) in built, (name, dtype, op)
+
+
+def test_float32_softmax_is_the_default_build():
+    """The float32 softmax build passes no defines, so it is the build (and the
+    cache entry) of the float-only kernels; the other builds pass theirs."""
+    assert kernel_defines() == {} and kernel_defines("float32", "softmax") == {}
+    assert kernel_defines("float16", "softmax") == {"SOFTMAX_DTYPE": 1}
+    assert kernel_defines("bfloat16", "log_softmax") == {"SOFTMAX_DTYPE": 2, "SOFTMAX_LOG": 1}
+    assert kernel_defines("float32", "log_softmax") == {"SOFTMAX_LOG": 1}
+
+
+@pytest.mark.parametrize("defines, message", [({"SOFTMAX_DTYPE": 3}, "SOFTMAX_DTYPE"), ({"SOFTMAX_LOG": 2}, "SOFTMAX_LOG")])
+def test_unknown_dtype_or_op_defines_fail_to_compile(defines, message):
+    with pytest.raises(RuntimeError, match="static assertion failed"):
+        loader.nvrtc_cubin("two_pass.cu", "sm_90", defines)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_builds_round_once_with_cvt_rn(dtype):
+    """The half builds convert with cvt.rn (round to nearest even) in the PTX."""
+    from cupy.cuda import nvrtc
+
+    source = loader.kernel_source("two_pass.cu")
+    prog = nvrtc.createProgram(source, "two_pass.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, loader.options(kernel_defines(dtype, "softmax"), "sm_90"))
+        ptx = nvrtc.getPTX(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    kind = "f16" if dtype == "float16" else "bf16"
+    assert f"cvt.rn.{kind}.f32" in ptx
+    assert "ld.global.nc.v4.u32" in ptx  # 8 halves per 16-byte load

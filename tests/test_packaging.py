@@ -51,7 +51,7 @@ def test_installed_package_carries_the_kernels_and_schemas():
     installed = Path(sysconfig.get_paths()["purelib"]) / "softmax_lab"
     if not installed.is_dir():
         pytest.skip("softmax-lab is not installed into this environment (or installed editable)")
-    for name in ("common.cuh", "three_pass.cu", "two_pass.cu", "multi_block.cu", "single_read.cu", "copy.cu"):
+    for name in ("common.cuh", "elements.cuh", "three_pass.cu", "two_pass.cu", "multi_block.cu", "single_read.cu", "copy.cu"):
         assert (installed / "kernels" / name).is_file(), name
     assert (installed / "results_schema.json").is_file() and (installed / "profile_schema.json").is_file()
 

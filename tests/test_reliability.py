@@ -123,6 +123,33 @@ def test_auto_falls_back_when_a_preferred_variant_cannot_run(monkeypatch):
         api._launchers.clear()
 
 
+@pytest.mark.parametrize("dtype, op", [("bfloat16", "softmax"), ("float16", "softmax"), ("float32", "log_softmax")])
+def test_auto_falls_back_past_float32_only_variants_and_a_named_one_says_why(monkeypatch, dtype, op):
+    from softmax_lab.variants import DTYPES
+
+    dev = softmax_lab.device.DeviceInfo(0, "fake H200", 90, 132, 60 << 20, 232448, 233472)
+    shape = Shape(132, 200_000, 200_000, 200_000, itemsize=DTYPES[dtype], dtype=dtype, op=op)
+    prepared = []
+
+    def fake(self, shape, dev, **knobs):
+        prepared.append(self.name)
+        return lambda x, y, stream: None
+
+    cls = type(preferences(shape, dev)[0])
+    # the real prepare (its dtype and op checks), with a fake launch rule behind it
+    monkeypatch.setattr(cls, "prepare_launch", property(lambda self: lambda s, d, **k: fake(self, s, d, **k)),
+                        raising=False)
+    api._launchers.clear()
+    try:
+        variant, _ = api.launcher_for(shape, dev, "auto")  # auto never raises
+        assert variant.name in ("two_pass", "multi_block") and prepared == [variant.name]
+        for name in ("single_read", "long_row"):
+            with pytest.raises(ValueError, match="only"):
+                api.launcher_for(shape, dev, name)
+    finally:
+        api._launchers.clear()
+
+
 # ------------------------------------------------------------------ GPU
 def _cp():
     import cupy
@@ -279,10 +306,13 @@ def test_forced_variant_that_cannot_run_is_a_value_error():
 
 
 @pytest.mark.gpu
-def test_bfloat16_torch_tensor_is_named():
+def test_bfloat16_torch_tensor_is_taken_and_unsupported_torch_dtypes_are_named():
     torch = pytest.importorskip("torch")
-    with pytest.raises(TypeError, match="bfloat16"):
-        softmax_lab.softmax(torch.randn(2, 3, device="cuda", dtype=torch.bfloat16))
+    x = torch.randn(2, 3, device="cuda", dtype=torch.bfloat16)
+    y = softmax_lab.softmax(x)  # CuPy has no bfloat16: the result is a torch tensor
+    assert y.dtype == torch.bfloat16 and y.shape == x.shape
+    with pytest.raises(TypeError, match="float64"):
+        softmax_lab.softmax(torch.randn(2, 3, device="cuda", dtype=torch.float64))
     with pytest.raises(TypeError, match="CPU|cpu"):
         softmax_lab.softmax(torch.randn(2, 3))
 

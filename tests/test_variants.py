@@ -185,3 +185,45 @@ def test_a_plan_the_device_cannot_hold_is_cannot_run(monkeypatch, failure):
 def test_a_forced_configuration_that_does_not_hold_the_row_is_cannot_run():
     with pytest.raises(V.CannotRun, match="does not hold"):
         get_variant("single_read").prepare(V.Shape(4, 40000, 40000, 40000), H200, config=ClusterConfig(1, 256, 8, 1))
+
+
+# ------------------------------------------------------------------ dtypes and ops
+def test_traffic_model_takes_the_element_size():
+    rows, cols = HEADLINE
+    assert get_variant("single_read").traffic_bytes(rows, cols, 2) / 1e9 == pytest.approx(6.44, abs=0.01)
+    assert get_variant("two_pass").traffic_bytes(rows, cols, 2) * 2 == get_variant("two_pass").traffic_bytes(rows, cols)
+    assert get_variant("three_pass").bytes_per_element(2) == 8
+
+
+@pytest.mark.parametrize("name", ["single_read", "long_row"])
+@pytest.mark.parametrize("dtype, op, says", [("float16", "softmax", "float32 only"),
+                                             ("bfloat16", "softmax", "float32 only"),
+                                             ("float32", "log_softmax", "softmax only")])
+def test_cluster_variants_hold_float32_softmax_only(name, dtype, op, says):
+    v = get_variant(name)
+    assert says in v.unsupported_reason(100_000, H200, dtype, op)
+    shape = V.Shape(4, 100_000, 100_000, 100_000, itemsize=V.DTYPES[dtype], dtype=dtype, op=op)
+    with pytest.raises(V.CannotRun, match=says):
+        v.prepare(shape, H200)
+
+
+@pytest.mark.parametrize("dtype", list(V.DTYPES))
+@pytest.mark.parametrize("op", V.OPS)
+def test_row_kernels_take_every_dtype_and_op(dtype, op):
+    for name in ("three_pass", "two_pass", "multi_block"):
+        assert get_variant(name).unsupported_reason(393216, A100, dtype, op) is None
+
+
+@pytest.mark.parametrize("cols", [100, 3000, 50_000, 393_216, 2_000_000])
+@pytest.mark.parametrize("dtype, op", [("bfloat16", "softmax"), ("float16", "log_softmax"), ("float32", "log_softmax")])
+def test_auto_picks_a_variant_that_holds_the_dtype(cols, dtype, op):
+    v = choose(8, cols, H200, dtype, op)
+    assert v.name in ("three_pass", "two_pass", "multi_block")
+
+
+def test_shape_checks_its_dtype_and_op():
+    with pytest.raises(ValueError, match="dtype"):
+        V.Shape(1, 8, 8, 8, itemsize=4, dtype="float16")
+    with pytest.raises(ValueError, match="op"):
+        V.Shape(1, 8, 8, 8, itemsize=4, dtype="float32", op="softplus")
+    assert V.Shape(1, 8, 8, 8, itemsize=2, dtype="bfloat16") != V.Shape(1, 8, 8, 8, itemsize=2, dtype="float16")
