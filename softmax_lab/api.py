@@ -411,7 +411,8 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
       places (in place, also through a view whose strides differ only on
       axes of length 1).  Rows of unit stride are written in place; any other
       layout is filled by a copy after the kernel.  Returns `out`, or a new
-      CuPy array (a torch tensor for bfloat16, which CuPy lacks).
+      array of the caller's type on x's device: a torch tensor (from torch's
+      allocator) for a torch x, a CuPy array for any other.
     stream: where the work runs.  Default: for a torch tensor torch's current
       stream on x's device, otherwise CuPy's current stream on x's device; a
       cupy.cuda.Stream, torch.cuda.Stream or raw cudaStream_t handle
@@ -482,7 +483,7 @@ def _softmax(x, axis, variant: str, out, stream, op: str = "softmax"):
         if out is not None:
             return out
         with cupy.cuda.Device(device):
-            return _as_result(cupy.empty(xv.shape, dtype=_storage(xv.dtype)), xv.dtype)
+            return _new_output(xv.kind == "torch", xv.shape, xv.dtype, device, -1, run_stream)[0]
 
     plan = plan_call(xv, ov, axis)
     on_device = cupy.cuda.Device(device) if device != cupy.cuda.runtime.getDevice() else contextlib.nullcontext()
@@ -506,13 +507,19 @@ def _as_cupy(a, dtype: np.dtype) -> cupy.ndarray:
     return cupy.asarray(a)
 
 
-def _as_result(y: cupy.ndarray, dtype: np.dtype):
-    """A new result: the CuPy array, or for bfloat16 a torch tensor over the same memory."""
-    if dtype != BFLOAT16:
-        return y
-    import torch
+def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, axis: int, stream):
+    """(the result, its data pointer): a new array of shape `moved` (rows last), in
+    the caller's type: a torch tensor from torch's allocator for a torch x (bfloat16
+    included), otherwise a CuPy array from CuPy's pool on `stream`; seen with the
+    rows moved back to `axis`."""
+    if torch_tensor:
+        import torch
 
-    return torch.from_dlpack(y).view(torch.bfloat16)
+        y = torch.empty(moved, dtype=getattr(torch, DTYPE_NAMES[dtype]), device=f"cuda:{device}")
+        return y.movedim(-1, axis), y.data_ptr()
+    with stream:
+        y = cupy.empty(moved, dtype=_storage(dtype))
+    return cupy.moveaxis(y, -1, axis), y.data.ptr
 
 
 def _check_out_dtype(xv: ArrayView, ov: ArrayView | None) -> None:
@@ -543,10 +550,7 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
     y_ptr = plan.y_ptr
     if y_ptr is None:
         moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
-        with stream:
-            y = cupy.empty(moved, dtype=_storage(xv.dtype))
-        result = cupy.moveaxis(y, -1, plan.axis)
-        y_ptr = y.data.ptr
+        result, y_ptr = _new_output(xv.kind == "torch", moved, xv.dtype, device, plan.axis, stream)
     shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % 16, y_ptr % 16, xv.dtype.itemsize,
                   DTYPE_NAMES[xv.dtype], op)
     _, launch = launcher_for(shape, device_info(device), variant)
@@ -558,7 +562,7 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
         with stream:
             cupy.copyto(_as_cupy(out, ov.dtype), result)
         return out
-    return result if out is not None else _as_result(result, xv.dtype)
+    return result
 
 
 # ------------------------------------------------------------------ repeated calls
@@ -638,18 +642,14 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
     key = _call_key(kx, ko, plan.axis, variant, op)
     torch_stream = xv.kind == "torch"
     moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
-    dtype, storage, axis = xv.dtype, _storage(xv.dtype), plan.axis
+    dtype, axis = xv.dtype, plan.axis
 
     def call(x, x_ptr, out, y_ptr):
         stream = _current_stream(torch_stream, device)
         if out is None:
-            if torch_stream:
-                with stream:
-                    y = cupy.empty(moved, dtype=storage)
-            else:  # already CuPy's current stream
-                y = cupy.empty(moved, dtype=storage)
-            launch(x_ptr, y.data.ptr, stream)
-            return _as_result(cupy.moveaxis(y, -1, axis), dtype)
+            y, y_ptr = _new_output(torch_stream, moved, dtype, device, axis, stream)
+            launch(x_ptr, y_ptr, stream)
+            return y
         launch(x_ptr, y_ptr, stream)
         return out
 

@@ -296,9 +296,18 @@ def test_torch_and_cai_inputs_zero_copy():
     cp = _cupy()
     t = torch.randn(33, 5001, device="cuda")
     out = softmax_lab.softmax(t)
-    assert isinstance(out, cp.ndarray)
+    assert isinstance(out, torch.Tensor) and out.device == t.device and out.dtype == t.dtype  # torch in, torch out
     expected = torch.softmax(t, dim=1)
-    assert float((torch.as_tensor(out, device="cuda") - expected).abs().max()) < 1e-6
+    assert float((out - expected).abs().max()) < 1e-6
+    y = softmax_lab.softmax(cp.asarray(t), axis=0)  # CuPy in, CuPy out
+    assert isinstance(y, cp.ndarray)
+    assert float((torch.as_tensor(y, device="cuda") - torch.softmax(t, dim=0)).abs().max()) < 1e-6
+    t3 = torch.randn(4, 300, 5, device="cuda")
+    y3 = softmax_lab.softmax(t3, axis=1)  # a new torch result along a middle axis, again on the repeated path
+    for _ in range(2):
+        assert isinstance(y3, torch.Tensor) and y3.shape == t3.shape
+        assert float((y3 - torch.softmax(t3, dim=1)).abs().max()) < 1e-6
+        y3 = softmax_lab.softmax(t3, axis=1)
 
 
 @pytest.mark.gpu

@@ -142,7 +142,7 @@ def test_copy_paths_in_place_and_axis(dtype, op):
 
 
 def test_result_types():
-    """Same dtype out; bfloat16 (which CuPy lacks) comes back as a torch tensor."""
+    """Same dtype out, and the caller's array type: torch in, torch out (bfloat16 too); CuPy in, CuPy out."""
     torch = _torch()
     import cupy as cp
 
@@ -151,6 +151,8 @@ def test_result_types():
     assert isinstance(yb, torch.Tensor) and yb.dtype == torch.bfloat16 and yb.device == xb.device
     yh = softmax_lab.log_softmax(cp.random.standard_normal((4, 100)).astype(cp.float16))
     assert isinstance(yh, cp.ndarray) and yh.dtype == cp.float16
+    yt = softmax_lab.log_softmax(torch.randn(4, 100, device="cuda", dtype=torch.float16))
+    assert isinstance(yt, torch.Tensor) and yt.dtype == torch.float16
     assert softmax_lab.softmax(torch.empty(0, 5, device="cuda", dtype=torch.bfloat16)).shape == (0, 5)
     with pytest.raises(TypeError, match="out must be bfloat16"):
         softmax_lab.softmax(xb, out=torch.empty(4, 100, device="cuda", dtype=torch.float16))
