@@ -30,7 +30,9 @@ from .device import DeviceInfo, max_active_clusters
 
 ITEMSIZE = 4  # float32
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}  # name -> element size in bytes
-OPS = ("softmax", "log_softmax")
+OPS = ("softmax", "log_softmax")  # the forward ops
+BACKWARD_OPS = ("softmax_backward", "log_softmax_backward")  # dx from (y, dy): see Shape
+ALL_OPS = OPS + BACKWARD_OPS
 
 
 def kernel_defines(dtype: str = "float32", op: str = "softmax") -> dict[str, int]:
@@ -39,14 +41,20 @@ def kernel_defines(dtype: str = "float32", op: str = "softmax") -> dict[str, int
     defines = {}
     if dtype != "float32":
         defines["SOFTMAX_DTYPE"] = 1 if dtype == "float16" else 2
-    if op == "log_softmax":
+    if op.startswith("log_softmax"):
         defines["SOFTMAX_LOG"] = 1
+    if op in BACKWARD_OPS:
+        defines["SOFTMAX_BACKWARD"] = 1
     return defines
 
 
 @dataclass(frozen=True)
 class Shape:
-    """What a launch plan depends on: the row layout and the pointers' alignment."""
+    """What a launch plan depends on: the row layout and the pointers' alignment.
+
+    Forward ops read x and write y.  Backward ops read x = the forward output
+    (softmax or log_softmax) and g = the incoming gradient dy, at g + r * ld_g,
+    and write y = dx; their launchers take a fourth argument, g_ptr."""
 
     rows: int
     cols: int
@@ -56,12 +64,14 @@ class Shape:
     y_offset: int = 0  # byte offset of the output's data pointer mod 16
     itemsize: int = ITEMSIZE
     dtype: str = "float32"  # a key of DTYPES, of element size itemsize
-    op: str = "softmax"  # one of OPS
+    op: str = "softmax"  # one of ALL_OPS
+    ld_g: int = 0  # backward ops: elements from one dy row to the next
+    g_offset: int = 0  # backward ops: byte offset of dy's data pointer mod 16
 
     def __post_init__(self):
-        if DTYPES.get(self.dtype) != self.itemsize or self.op not in OPS:
+        if DTYPES.get(self.dtype) != self.itemsize or self.op not in ALL_OPS:
             raise ValueError(f"Shape: dtype {self.dtype!r} of itemsize {self.itemsize}, op {self.op!r}: "
-                             f"expected a dtype of {DTYPES} and an op of {OPS}")
+                             f"expected a dtype of {DTYPES} and an op of {ALL_OPS}")
 
     def scalars(self):
         return (np.int64(self.rows), np.int64(self.cols), np.int64(self.ld_x), np.int64(self.ld_y))
