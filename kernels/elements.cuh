@@ -245,7 +245,7 @@ __device__ __forceinline__ MaxSum online_span(const RowSpanOf<T>& r, i64 v0, i64
 // The backward ops read y (the forward output, the row span's x), dy (`g`,
 // a row of its own alignment) and write dx (the row span's y):
 //   softmax      dot = sum_j dy_j * y_j,  dx = y * (dy - dot)
-//   log_softmax  dot = sum_j dy_j,        dx = dy - e^y * dot
+//   log_softmax  dot = sum_j dy_j,        dx = dy - e^y * dot   (fused: one rounding)
 // The body's vectors are those of y; dy is read as 16-byte vectors where it
 // shares y's alignment (g_shift 0), else element by element.
 template <typename T>
@@ -284,9 +284,12 @@ __device__ __forceinline__ float dot_term(float y, float dy) {
 #endif
 }
 
+// log_softmax's e^y uses expf (a few ulp), not exp_approx: the ex2 unit's
+// argument y * log2(e) is rounded, which costs |y| * 2^-24 relative, 1e-6 at
+// y = -17, and the backward is bound by memory, not by these instructions.
 __device__ __forceinline__ float grad_out(float y, float dy, float dot) {
 #if SOFTMAX_LOG
-    return dy - exp_approx(y) * dot;
+    return dy - expf(y) * dot;
 #else
     return y * (dy - dot);
 #endif
