@@ -63,13 +63,9 @@ def backward_error(out, ref, scale) -> float:
     is not matched."""
     xp = _xp(out)
     out = out.astype(xp.float64)
-    nan_ref = xp.isnan(ref)
-    if bool(xp.any(xp.isnan(out) != nan_ref)):
+    keep = _finite_where_matched(xp, out, ref)
+    if keep is None:
         return float("inf")
-    inf_ref = xp.isinf(ref)
-    if bool(xp.any(inf_ref & (out != ref))):
-        return float("inf")
-    keep = ~nan_ref & ~inf_ref
     err = xp.where(keep, xp.abs(out - xp.where(keep, ref, 0.0)), 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = xp.where(err > 0, err / xp.where(keep, scale, 1.0), 0.0)
@@ -82,17 +78,25 @@ def relative_error(out, ref) -> float:
     an infinite ref (log_softmax's -inf) is not matched exactly."""
     xp = _xp(out)
     out = out.astype(xp.float64)
-    nan_ref = xp.isnan(ref)
-    if bool(xp.any(xp.isnan(out) != nan_ref)):
+    keep = _finite_where_matched(xp, out, ref)
+    if keep is None:
         return float("inf")
-    inf_ref = xp.isinf(ref)
-    if bool(xp.any(inf_ref & (out != ref))):
-        return float("inf")
-    keep = ~nan_ref & ~inf_ref
     diff = xp.where(keep, out - ref, 0.0)
     norm = float(xp.linalg.norm(xp.where(keep, ref, 0.0)))
     err = float(xp.linalg.norm(diff))
     return err / norm if norm > 0 else err
+
+
+def _finite_where_matched(xp, out, ref):
+    """Where ref is finite (the elements to measure), or None where out's NaN
+    pattern differs from ref's or an infinite ref is not matched exactly."""
+    nan_ref = xp.isnan(ref)
+    if bool(xp.any(xp.isnan(out) != nan_ref)):
+        return None
+    inf_ref = xp.isinf(ref)
+    if bool(xp.any(inf_ref & (out != ref))):
+        return None
+    return ~nan_ref & ~inf_ref
 
 
 # (significand bits, least normal exponent, largest finite value) of the half formats

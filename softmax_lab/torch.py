@@ -22,40 +22,27 @@ from . import api
 
 
 class _Softmax(torch.autograd.Function):
+    """op: "softmax" or "log_softmax"; the backward is api's op + "_backward"."""
+
     @staticmethod
-    def forward(ctx, x, dim):
-        y = api.softmax(x, dim)
+    def forward(ctx, x, dim, op):
+        y = getattr(api, op)(x, dim)
         ctx.save_for_backward(y)
-        ctx.dim = dim
+        ctx.dim, ctx.op = dim, op
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
-        return api.softmax_backward(dy, y, ctx.dim), None
-
-
-class _LogSoftmax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, dim):
-        y = api.log_softmax(x, dim)
-        ctx.save_for_backward(y)
-        ctx.dim = dim
-        return y
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, dy):
-        (y,) = ctx.saved_tensors
-        return api.log_softmax_backward(dy, y, ctx.dim), None
+        return getattr(api, ctx.op + "_backward")(dy, y, ctx.dim), None, None
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """torch.softmax(x, dim) by softmax_lab, differentiable."""
-    return _Softmax.apply(x, dim)
+    return _Softmax.apply(x, dim, "softmax")
 
 
 def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """torch.log_softmax(x, dim) by softmax_lab, differentiable."""
-    return _LogSoftmax.apply(x, dim)
+    return _Softmax.apply(x, dim, "log_softmax")
