@@ -263,3 +263,43 @@ def test_above_2_to_the_31_elements_backward(name):
         tail = slice(2**30 - 5000, None)
         want = dy[r, tail].double() - y[r, tail].double().exp() * dy[r].double().sum()
         assert float((dx[r, tail].double() - want).abs().max()) < 1e-3
+
+
+SANITIZER_SCRIPT = """
+import cupy as cp, softmax_lab
+from softmax_lab.reference import backward_error, backward_scale, softmax_backward_reference, log_softmax_backward_reference
+refs = {"softmax_backward": softmax_backward_reference, "log_softmax_backward": log_softmax_backward_reference}
+for name in ("two_pass", "multi_block"):
+    for op in refs:
+        for dtype in (cp.float32, cp.float16):
+            for rows, cols, off, g_off, o_off in ((3, 1, 0, 1, 0), (5, 1027, 1, 2, 3), (4, 40_000, 0, 3, 1),
+                                                  (33, 65_537, 3, 0, 5), (2, 300_001, 2, 2, 0)):
+                y = cp.random.random((rows, cols + off)).astype(dtype)[:, off:]
+                dy = cp.random.standard_normal((rows, cols + g_off)).astype(dtype)[:, g_off:]
+                out = cp.full((rows, cols + o_off), cp.nan, dtype)[:, o_off:]
+                getattr(softmax_lab, op)(dy, y, variant=name, out=out)
+                ref = refs[op](dy.astype(cp.float64), y.astype(cp.float64))
+                scale = backward_scale(dy, y, op)
+                assert backward_error(out, ref, scale) < (1e-6 if dtype == cp.float32 else 1e-3), (name, op, cols)
+cp.cuda.Device().synchronize()
+print("sanitized")
+"""
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_compute_sanitizer_backward(tool, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        pytest.skip("compute-sanitizer is not installed")
+    script = tmp_path / "run.py"
+    script.write_text(SANITIZER_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([exe, "--tool", tool, "--error-exitcode", "3", sys.executable, str(script)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout, proc.stdout[-3000:]
