@@ -3,6 +3,7 @@
 //
 //   SOFTMAX_DTYPE  0: float32 (default), 1: float16, 2: bfloat16
 //   SOFTMAX_LOG    0: softmax (default), 1: log_softmax
+//   SOFTMAX_BACKWARD  0: the forward op (default), 1: its backward pass
 //
 // Arithmetic and accumulation are float32 whatever the element type.  Halves
 // are kept as 16-bit patterns (NVRTC has no cuda_fp16.h without include
@@ -26,8 +27,12 @@
 #ifndef SOFTMAX_LOG
 #define SOFTMAX_LOG 0
 #endif
+#ifndef SOFTMAX_BACKWARD
+#define SOFTMAX_BACKWARD 0
+#endif
 static_assert(SOFTMAX_DTYPE >= 0 && SOFTMAX_DTYPE <= 2, "SOFTMAX_DTYPE: 0 float32, 1 float16, 2 bfloat16");
 static_assert(SOFTMAX_LOG == 0 || SOFTMAX_LOG == 1, "SOFTMAX_LOG: 0 softmax, 1 log_softmax");
+static_assert(SOFTMAX_BACKWARD == 0 || SOFTMAX_BACKWARD == 1, "SOFTMAX_BACKWARD: 0 forward, 1 backward");
 
 struct half_bits {  // IEEE binary16, as stored
     unsigned short bits;
@@ -234,3 +239,112 @@ __device__ __forceinline__ MaxSum online_span(const RowSpanOf<T>& r, i64 v0, i64
             online_add1(acc, load_scalar(r, scalar_index(r, k)));
     return acc;
 }
+
+#if SOFTMAX_BACKWARD
+// ------------------------------------------------------------ backward
+// The backward ops read y (the forward output, the row span's x), dy (`g`,
+// a row of its own alignment) and write dx (the row span's y):
+//   softmax      dot = sum_j dy_j * y_j,  dx = y * (dy - dot)
+//   log_softmax  dot = sum_j dy_j,        dx = dy - e^y * dot   (fused: one rounding)
+// The body's vectors are those of y; dy is read as 16-byte vectors where it
+// shares y's alignment (g_shift 0), else element by element.
+template <typename T>
+struct GradRow {
+    const T* g;  // dy's row
+    int g_shift;  // elements of dy's body start past a 16-byte boundary
+};
+
+template <typename T>
+__device__ __forceinline__ GradRow<T> grad_row(const RowSpanOf<T>& r, const T* g) {
+    return {g, (int)((((size_t)(g + r.head)) & 15u) / sizeof(T))};
+}
+
+__device__ __forceinline__ float4 load_grad_vec(const RowSpan& r, GradRow<float> g, i64 v) {
+    const float* p = g.g + r.head + 4 * v;
+    if (g.g_shift == 0) return __ldg(reinterpret_cast<const float4*>(p));
+    return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+}
+
+template <typename H>
+__device__ __forceinline__ Floats8 load_grad_vec(const RowSpanOf<H>& r, GradRow<H> g, i64 v) {
+    const H* p = g.g + r.head + 8 * v;
+    if (g.g_shift == 0) return widen8<H>(__ldg(reinterpret_cast<const uint4*>(p)));
+    Floats8 f;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) f.v[c] = to_float(p[c]);
+    return f;
+}
+
+// One element's share of the row's dot.
+__device__ __forceinline__ float dot_term(float y, float dy) {
+#if SOFTMAX_LOG
+    return dy;
+#else
+    return dy * y;
+#endif
+}
+
+// log_softmax's e^y uses expf (a few ulp), not exp_approx: the ex2 unit's
+// argument y * log2(e) is rounded, which costs |y| * 2^-24 relative, 1e-6 at
+// y = -17, and the backward is bound by memory, not by these instructions.
+__device__ __forceinline__ float grad_out(float y, float dy, float dot) {
+#if SOFTMAX_LOG
+    return dy - expf(y) * dot;
+#else
+    return y * (dy - dot);
+#endif
+}
+
+__device__ __forceinline__ float vec_dot(float4 y, float4 dy) {
+    return (dot_term(y.x, dy.x) + dot_term(y.y, dy.y)) + (dot_term(y.z, dy.z) + dot_term(y.w, dy.w));
+}
+
+__device__ __forceinline__ float vec_dot(const Floats8& y, const Floats8& dy) {
+    float t[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) t[c] = dot_term(y.v[c], dy.v[c]);
+    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+
+__device__ __forceinline__ float4 vec_grad(float4 y, float4 dy, float dot) {
+    return make_float4(grad_out(y.x, dy.x, dot), grad_out(y.y, dy.y, dot), grad_out(y.z, dy.z, dot),
+                       grad_out(y.w, dy.w, dot));
+}
+
+__device__ __forceinline__ Floats8 vec_grad(const Floats8& y, const Floats8& dy, float dot) {
+    Floats8 dx;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) dx.v[c] = grad_out(y.v[c], dy.v[c], dot);
+    return dx;
+}
+
+// This thread's part of the dot over body vectors [v0, v1) and, when
+// with_scalars, the head and tail; the caller reduces over the block.
+template <typename T>
+__device__ __forceinline__ float dot_span(const RowSpanOf<T>& r, GradRow<T> g, i64 v0, i64 v1, bool with_scalars) {
+    float acc = 0.f;
+    const auto in = body_in(r);
+    for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) acc += vec_dot(load_vec(in, v), load_grad_vec(r, g, v));
+    if (with_scalars)
+        for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x) {
+            const i64 i = scalar_index(r, k);
+            acc += dot_term(load_scalar(r, i), to_float(g.g[i]));
+        }
+    return acc;
+}
+
+// Writes dx for body vectors [v0, v1) and, when with_scalars, the head and tail.
+template <typename T>
+__device__ __forceinline__ void grad_span(const RowSpanOf<T>& r, GradRow<T> g, i64 v0, i64 v1, bool with_scalars,
+                                          float dot) {
+    const auto in = body_in(r);
+    for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x)
+        store_out(r, v, vec_grad(load_vec(in, v), load_grad_vec(r, g, v), dot));
+    if (with_scalars) {
+        for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x) {
+            const i64 i = scalar_index(r, k);
+            r.y[i] = from_float<T>(grad_out(load_scalar(r, i), to_float(g.g[i]), dot));
+        }
+    }
+}
+#endif

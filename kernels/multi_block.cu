@@ -14,10 +14,54 @@
 // fp32), plus 8 bytes per chunk for the partials.  The partials live in a buffer the caller
 // allocates per launch, so concurrent launches share nothing, and no atomics
 // are used: the output is bitwise the same on every run.
+// Backward (SOFTMAX_BACKWARD=1), the same three launches: per-chunk partial
+// dots (sum dy * y, or sum dy for log_softmax; read y, dy), a fixed-order
+// sum per row (tiny), the write pass dx = y * (dy - dot), or dy - e^y * dot
+// (read y, dy, write dx).  Traffic: 2 + 2 reads + 1 write, plus 4 bytes per
+// chunk.  Bitwise repeatable, as the forward.
 // Launch: 1-D grids of any size; work item w = (row, chunk) = (w / chunks,
 // w % chunks), chunk = `chunk_vecs` 16-byte vectors of the body; the scalar
 // head and tail belong to chunk 0.
 #include "elements.cuh"
+
+#if SOFTMAX_BACKWARD
+extern "C" __global__ void multi_block_partials(const elem_t* __restrict__ y, const elem_t* __restrict__ dy,
+                                                i64 rows, i64 n, i64 ld_y, i64 ld_dy, i64 chunk_vecs, i64 chunks,
+                                                float* __restrict__ partials) {
+    __shared__ float scratch[32];
+    for (i64 w = blockIdx.x; w < rows * chunks; w += gridDim.x) {
+        const i64 row = w / chunks, c = w % chunks;
+        const RowSpanOf<elem_t> r = row_span(y + row * ld_y, (elem_t*)nullptr, n);
+        const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
+        const i64 v0 = c * chunk_vecs, v1 = min(v0 + chunk_vecs, r.vecs);
+        const float part = block_sum(dot_span(r, g, v0, v1, c == 0), scratch);
+        if (threadIdx.x == 0) partials[w] = part;
+    }
+}
+
+extern "C" __global__ void multi_block_combine(const float* __restrict__ partials, i64 rows, i64 chunks,
+                                               float* __restrict__ totals) {
+    __shared__ float scratch[32];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        float acc = 0.f;
+        for (i64 c = threadIdx.x; c < chunks; c += blockDim.x) acc += partials[row * chunks + c];
+        acc = block_sum(acc, scratch);
+        if (threadIdx.x == 0) totals[row] = acc;
+    }
+}
+
+extern "C" __global__ void multi_block_write(const elem_t* __restrict__ y, const elem_t* __restrict__ dy,
+                                             elem_t* __restrict__ dx, i64 rows, i64 n, i64 ld_y, i64 ld_dy,
+                                             i64 ld_dx, i64 chunk_vecs, i64 chunks, const float* __restrict__ totals) {
+    for (i64 w = blockIdx.x; w < rows * chunks; w += gridDim.x) {
+        const i64 row = w / chunks, c = w % chunks;
+        const RowSpanOf<elem_t> r = row_span(y + row * ld_y, dx + row * ld_dx, n);
+        const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
+        const i64 v0 = c * chunk_vecs, v1 = min(v0 + chunk_vecs, r.vecs);
+        grad_span(r, g, v0, v1, c == 0, totals[row]);
+    }
+}
+#else
 
 extern "C" __global__ void multi_block_partials(const elem_t* __restrict__ x, i64 rows, i64 n, i64 ld_x,
                                                 i64 chunk_vecs, i64 chunks, MaxSum* __restrict__ partials) {
@@ -53,3 +97,4 @@ extern "C" __global__ void multi_block_write(const elem_t* __restrict__ x, elem_
         write_span(r, v0, v1, c == 0, row_output(t.max, t.sum));
     }
 }
+#endif

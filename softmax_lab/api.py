@@ -1,4 +1,5 @@
-"""softmax() and log_softmax(): validation, layout, streams and devices, and dispatch to a variant.
+"""softmax(), log_softmax() and their backward passes: validation, layout, streams and
+devices, and dispatch to a variant.
 
 A call has three steps:
 
@@ -10,6 +11,9 @@ A call has three steps:
    whether out may be written (element-disjoint from x, or the same elements
    in the same places).  It is pure Python: tests/test_fuzz.py checks it on
    random layouts with a fake device.
+   A backward call plans y (the forward output, in x's place) and dy
+   alike, each against out: out may be exactly y's or dy's elements, or
+   share none with either.
 3. The variant's launcher runs on the right stream and device.  Launchers
    depend only on (device, shape with its dtype and op, variant), so they are
    cached: a steady-state call is a dictionary lookup plus a launch.
@@ -195,14 +199,14 @@ def _check_aligned(a: ArrayView, what: str) -> None:
                          f"strides {a.strides}; copy it into a fresh array first")
 
 
-def plan_call(x: ArrayView, out: ArrayView | None, axis: int) -> CallPlan:
+def plan_call(x: ArrayView, out: ArrayView | None, axis: int, what: str = "x") -> CallPlan:
     """Rows, strides and pointers for one call (pure Python; validates layout and aliasing).
 
     x must be non-empty; axis is already normalised.  ValueError on a
     misaligned pointer or stride, an `out` whose elements overlap each other,
     or an `out` that partly overlaps x where the kernel would read and write
-    the same memory."""
-    _check_aligned(x, "x")
+    the same memory.  `what` names x in messages (y or dy for a backward call)."""
+    _check_aligned(x, what)
     item = x.dtype.itemsize
     layout = _rows_view(x.shape, x.strides, axis, item)
     copy_input = layout is None
@@ -225,7 +229,7 @@ def plan_call(x: ArrayView, out: ArrayView | None, axis: int) -> CallPlan:
         # overlap with x is harmless.
         return CallPlan(axis, rows, cols, copy_input, True, ld_x, cols, x_ptr, None)
     if not copy_input and not _same_elements(x, out) and _may_overlap(x, out):
-        raise ValueError("out overlaps x without being the same elements in the same places; "
+        raise ValueError(f"out overlaps {what} without being the same elements in the same places; "
                          "results would be undefined")
     return CallPlan(axis, rows, cols, copy_input, False, ld_x, out_layout[2], x_ptr, out.ptr)
 
@@ -443,6 +447,30 @@ def log_softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=No
     return _call(x, axis, variant, out, stream, "log_softmax")
 
 
+def softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
+    """The gradient of softmax: dx = y * (dy - sum(dy * y)) along `axis`, where y =
+    softmax(x) and dy is the gradient of the loss with respect to y (as
+    torch._softmax_backward_data).
+
+    dy and y: the same dtype (float32, float16 or bfloat16), shape and
+    device; they may be the same array.  Float32 arithmetic, the result
+    rounded once to that dtype.  out may be exactly dy's or y's elements (in
+    place), or share no element with either.  Layouts, streams (y's kind
+    decides: torch's current stream for a torch y), devices, results and
+    errors as softmax(), and: TypeError when dy's dtype is not y's,
+    ValueError when its shape or device is not y's.  Variants: those with a
+    backward pass (three_pass has none: CannotRun).  Always the checked path
+    (no repeated-call cache)."""
+    return _softmax(y, axis, variant, out, stream, "softmax_backward", dy)
+
+
+def log_softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
+    """The gradient of log_softmax: dx = dy - exp(y) * sum(dy) along `axis`, where
+    y = log_softmax(x) (as torch._log_softmax_backward_data).  Arguments,
+    rules and errors as softmax_backward()."""
+    return _softmax(y, axis, variant, out, stream, "log_softmax_backward", dy)
+
+
 def _call(x, axis, variant, out, stream, op: str):
     if stream is None and type(axis) is int and type(variant) is str:
         fast = _repeat_call(x, axis, variant, out, op)
@@ -451,33 +479,43 @@ def _call(x, axis, variant, out, stream, op: str):
     return _softmax(x, axis, variant, out, stream, op)
 
 
-def _softmax(x, axis, variant: str, out, stream, op: str = "softmax"):
+def _softmax(x, axis, variant: str, out, stream, op: str = "softmax", g=None):
+    """One checked call.  Backward ops (g = dy given): x is the forward output y."""
     if variant != "auto":
         get_variant(variant)  # ValueError for an unknown name
-    xv = describe(x, "x")
+    name = "x" if g is None else "y"
+    xv = describe(x, name)
     if xv.dtype not in _SUPPORTED:
-        raise _unsupported("x", xv.dtype)
-    ov = None
+        raise _unsupported(name, xv.dtype)
+    gv = ov = None
+    if g is not None:
+        gv = describe(g, "dy")
+        if gv.kind != "dlpack" and gv.dtype not in _SUPPORTED:
+            raise _unsupported("dy", gv.dtype)
     if out is not None:
         ov = describe(out, "out")
-    if xv.kind != "dlpack" and (ov is None or ov.kind != "dlpack"):
-        _check_out_dtype(xv, ov)
-        _check_shapes(xv, ov, axis)  # before asking for a device: these need none
+    if all(a is None or a.kind != "dlpack" for a in (xv, gv, ov)):
+        _check_like(xv, gv, ov, name)
+        _check_shapes(xv, gv, ov, axis, name)  # before asking for a device: these need none
     require_device()
     if xv.kind == "dlpack":
         x = _from_dlpack(x)
-        xv = describe(x, "x")
+        xv = describe(x, name)
+    if g is not None and gv.kind == "dlpack":
+        g = _from_dlpack(g)
+        gv = describe(g, "dy")
     if out is not None and ov.kind == "dlpack":
         out = _from_dlpack(out)
         ov = describe(out, "out")
-    _check_out_dtype(xv, ov)
-    axis = _check_shapes(xv, ov, axis)
+    _check_like(xv, gv, ov, name)
+    axis = _check_shapes(xv, gv, ov, axis, name)
     device = _device_of(xv)
-    out_device = _device_of(ov) if ov is not None and ov.size else device
-    if out_device != device:
-        raise ValueError(f"out is on device {out_device}, but x is on device {device}")
+    for a, what in ((gv, "dy"), (ov, "out")):
+        a_device = _device_of(a) if a is not None and a.size else device
+        if a_device != device:
+            raise ValueError(f"{what} is on device {a_device}, but {name} is on device {device}")
     run_stream = _resolve_stream(stream, xv, device)
-    for a in (xv, ov):
+    for a in (xv, gv, ov):
         _wait_for_producer(a, run_stream, device)
     if xv.size == 0:
         if out is not None:
@@ -485,10 +523,11 @@ def _softmax(x, axis, variant: str, out, stream, op: str = "softmax"):
         with cupy.cuda.Device(device):
             return _new_output(xv.kind == "torch", xv.shape, xv.dtype, device, -1, run_stream)[0]
 
-    plan = plan_call(xv, ov, axis)
+    plan = plan_call(xv, ov, axis, name)
+    g_plan = None if g is None else plan_call(gv, ov, axis, "dy")
     on_device = cupy.cuda.Device(device) if device != cupy.cuda.runtime.getDevice() else contextlib.nullcontext()
     with on_device:
-        return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None, op)
+        return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None, op, g, gv, g_plan)
 
 
 def _storage(dtype: np.dtype) -> np.dtype:
@@ -522,40 +561,56 @@ def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, 
     return cupy.moveaxis(y, -1, axis), y.data.ptr
 
 
-def _check_out_dtype(xv: ArrayView, ov: ArrayView | None) -> None:
-    if ov is not None and ov.dtype != xv.dtype:
-        raise TypeError(f"out must be {_dtype_name(xv.dtype)}, like x; got {_dtype_name(ov.dtype)}")
+def _check_like(xv: ArrayView, gv: ArrayView | None, ov: ArrayView | None, name: str = "x") -> None:
+    """dy (backward calls) and out must have x's dtype."""
+    for a, what in ((gv, "dy"), (ov, "out")):
+        if a is not None and a.dtype != xv.dtype:
+            raise TypeError(f"{what} must be {_dtype_name(xv.dtype)}, like {name}; got {_dtype_name(a.dtype)}")
 
 
-def _check_shapes(xv: ArrayView, ov: ArrayView | None, axis) -> int:
+def _check_shapes(xv: ArrayView, gv: ArrayView | None, ov: ArrayView | None, axis, name: str = "x") -> int:
     ndim = len(xv.shape)
     if ndim == 0:
         raise ValueError("softmax needs an array of at least one dimension; got a 0-d array")
     axis = check_axis(axis, ndim)
-    if ov is not None and ov.shape != xv.shape:
-        raise ValueError(f"out has shape {ov.shape}; expected {xv.shape}")
+    for a, what in ((gv, "dy"), (ov, "out")):
+        if a is not None and a.shape != xv.shape:
+            raise ValueError(f"{what} has shape {a.shape}; expected {xv.shape}, {name}'s shape")
     return axis
 
 
+def _input_ptr(a, av: ArrayView, plan: CallPlan, stream):
+    """(row 0 of the input, the buffer to keep alive): a itself, or a contiguous
+    copy with the rows last where plan.copy_input."""
+    if not plan.copy_input:
+        return plan.x_ptr, None
+    with stream:
+        copy = cupy.ascontiguousarray(cupy.moveaxis(_as_cupy(a, av.dtype), plan.axis, -1))
+    return copy.data.ptr, copy
+
+
 def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, stream,
-             default_stream: bool, op: str = "softmax"):
-    keep_alive = None
-    x_ptr = plan.x_ptr
-    if plan.copy_input:
-        with stream:
-            src = _as_cupy(x, xv.dtype)
-            keep_alive = cupy.ascontiguousarray(cupy.moveaxis(src, plan.axis, -1))
-        x_ptr = keep_alive.data.ptr
+             default_stream: bool, op: str = "softmax", g=None, gv: ArrayView | None = None,
+             g_plan: CallPlan | None = None):
+    x_ptr, keep_alive = _input_ptr(x, xv, plan, stream)
+    g_ptr = ld_g = 0
+    if g is not None:
+        g_ptr, g_keep_alive = _input_ptr(g, gv, g_plan, stream)
+        ld_g = g_plan.ld_x
     result = out
     y_ptr = plan.y_ptr
     if y_ptr is None:
         moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
         result, y_ptr = _new_output(xv.kind == "torch", moved, xv.dtype, device, plan.axis, stream)
     shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % 16, y_ptr % 16, xv.dtype.itemsize,
-                  DTYPE_NAMES[xv.dtype], op)
+                  DTYPE_NAMES[xv.dtype], op, ld_g, g_ptr % 16)
     _, launch = launcher_for(shape, device_info(device), variant)
-    launch(x_ptr, y_ptr, stream)
-    if default_stream and not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch"):
+    if g is not None:
+        launch(x_ptr, y_ptr, stream, g_ptr)
+        del g_keep_alive  # as keep_alive below
+    else:
+        launch(x_ptr, y_ptr, stream)
+    if g is None and default_stream and not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch"):
         _remember(xv, ov, plan, device, variant, launch, op)
     del keep_alive  # freed to CuPy's pool on `stream`: reused only after the launch
     if plan.copy_output:

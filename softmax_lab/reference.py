@@ -1,4 +1,5 @@
-"""The float64 references (softmax, log_softmax) and the error measures every check uses."""
+"""The float64 references (softmax, log_softmax and their backward passes) and the
+error measures every check uses."""
 
 from __future__ import annotations
 
@@ -25,23 +26,77 @@ def log_softmax_reference(x, axis: int = -1):
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
+def softmax_backward_reference(dy, y, axis: int = -1):
+    """dx = y * (dy - sum(dy * y)) in float64, y the softmax output (torch's
+    _softmax_backward_data); NaN and inf propagate as in torch's float32 math."""
+    xp = _xp(y)
+    dy, y = dy.astype(xp.float64), y.astype(xp.float64)
+    return y * (dy - xp.sum(dy * y, axis=axis, keepdims=True))
+
+
+def log_softmax_backward_reference(dy, y, axis: int = -1):
+    """dx = dy - exp(y) * sum(dy) in float64, y the log_softmax output (torch's
+    _log_softmax_backward_data): a -inf y gives dx = dy."""
+    xp = _xp(y)
+    dy, y = dy.astype(xp.float64), y.astype(xp.float64)
+    return dy - xp.exp(y) * xp.sum(dy, axis=axis, keepdims=True)
+
+
+def backward_scale(dy, y, op: str, axis: int = -1):
+    """The size, element by element, of the terms a float32 backward adds up, in
+    float64: |y| (|dy| + sum |dy * y|) for softmax and |dy| + e^y sum |dy| for
+    log_softmax.  float32 arithmetic errs by a few 2^-24 of this (the dot's
+    rounding reaches every element of the row), however small dx is after
+    cancellation, so errors are measured against it (backward_error) and not
+    against |dx|."""
+    xp = _xp(y)
+    dy, y = xp.abs(dy.astype(xp.float64)), y.astype(xp.float64)
+    if op.startswith("log_softmax"):
+        return dy + xp.exp(y) * xp.sum(dy, axis=axis, keepdims=True)
+    y = xp.abs(y)
+    return y * (dy + xp.sum(dy * y, axis=axis, keepdims=True))
+
+
+def backward_error(out, ref, scale) -> float:
+    """The largest |out - ref| / scale (backward_scale) over the finite part of
+    ref; inf where the NaN pattern of out differs from ref's or an infinite ref
+    is not matched."""
+    xp = _xp(out)
+    out = out.astype(xp.float64)
+    keep = _finite_where_matched(xp, out, ref)
+    if keep is None:
+        return float("inf")
+    err = xp.where(keep, xp.abs(out - xp.where(keep, ref, 0.0)), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = xp.where(err > 0, err / xp.where(keep, scale, 1.0), 0.0)
+    return float(xp.max(rel)) if rel.size else 0.0
+
+
 def relative_error(out, ref) -> float:
     """||out - ref|| / ||ref|| over the finite part of ref, or inf where the
     NaN pattern of out differs from ref's (an unwritten or wrong NaN fails) or
     an infinite ref (log_softmax's -inf) is not matched exactly."""
     xp = _xp(out)
     out = out.astype(xp.float64)
-    nan_ref = xp.isnan(ref)
-    if bool(xp.any(xp.isnan(out) != nan_ref)):
+    keep = _finite_where_matched(xp, out, ref)
+    if keep is None:
         return float("inf")
-    inf_ref = xp.isinf(ref)
-    if bool(xp.any(inf_ref & (out != ref))):
-        return float("inf")
-    keep = ~nan_ref & ~inf_ref
     diff = xp.where(keep, out - ref, 0.0)
     norm = float(xp.linalg.norm(xp.where(keep, ref, 0.0)))
     err = float(xp.linalg.norm(diff))
     return err / norm if norm > 0 else err
+
+
+def _finite_where_matched(xp, out, ref):
+    """Where ref is finite (the elements to measure), or None where out's NaN
+    pattern differs from ref's or an infinite ref is not matched exactly."""
+    nan_ref = xp.isnan(ref)
+    if bool(xp.any(xp.isnan(out) != nan_ref)):
+        return None
+    inf_ref = xp.isinf(ref)
+    if bool(xp.any(inf_ref & (out != ref))):
+        return None
+    return ~nan_ref & ~inf_ref
 
 
 # (significand bits, least normal exponent, largest finite value) of the half formats
@@ -55,9 +110,10 @@ def ulp_error(out, ref, dtype: str, abs_floor: float = 0.0) -> float:
     an infinite ref is not matched, or out is not finite where ref rounds to
     a finite value (and finite where it rounds to an infinity).
 
-    abs_floor: an absolute error allowed on top; log_softmax passes float32's
-    resolution of log(sum) there (its outputs near 0 carry that absolute error
-    in float32 arithmetic, as torch's do)."""
+    abs_floor: an absolute error allowed on top, a number or an array like
+    out; log_softmax passes float32's resolution of log(sum) there (its
+    outputs near 0 carry that absolute error in float32 arithmetic, as
+    torch's do), the backward ops a few 2^-24 of backward_scale."""
     xp = _xp(out)
     bits, emin, largest = HALF_FORMATS[dtype]
     out = out.astype(xp.float64)
@@ -69,7 +125,9 @@ def ulp_error(out, ref, dtype: str, abs_floor: float = 0.0) -> float:
     mag = xp.abs(xp.where(finite, ref, 0.0))
     ulp = 2.0 ** (xp.maximum(xp.floor(xp.log2(xp.maximum(mag, 1e-300))), emin) - (bits - 1))
     rounds_to_inf = mag >= largest + ulp / 2  # ref itself infinite included
-    if bool(xp.any(finite & rounds_to_inf & (out != xp.sign(ref) * xp.inf))):
+    with np.errstate(invalid="ignore"):  # sign(0) * inf where ref is 0: not compared
+        wrong_inf = finite & rounds_to_inf & (out != xp.sign(ref) * xp.inf)
+    if bool(xp.any(wrong_inf)):
         return float("inf")
     keep = finite & ~rounds_to_inf
     if bool(xp.any(keep & ~xp.isfinite(out))):

@@ -6,8 +6,8 @@ of one dtype (float32, float16 or bfloat16) and one op (softmax or
 log_softmax), row r of the input at x + r * ld_x and of the output at y + r * ld_y
 (element strides of 1 within a row).  `Variant.prepare(shape, dev)` does
 everything that depends only on the shape and the device (compiling, occupancy
-queries, grid sizes) and returns a launcher, `launcher(x_ptr, y_ptr, stream)`,
-that only launches; softmax_lab.api caches launchers, so a steady-state call is
+queries, grid sizes) and returns a launcher, `launcher(x_ptr, y_ptr, stream)`
+(backward ops: `launcher(x_ptr, y_ptr, stream, g_ptr)`), that only launches; softmax_lab.api caches launchers, so a steady-state call is
 a lookup plus a launch.  prepare raises CannotRun where the variant cannot run
 the shape on the device.  single_read's plan is derived from rows, row length,
 element size and device by a short rule (its section below); the constants
@@ -73,8 +73,14 @@ class Shape:
             raise ValueError(f"Shape: dtype {self.dtype!r} of itemsize {self.itemsize}, op {self.op!r}: "
                              f"expected a dtype of {DTYPES} and an op of {ALL_OPS}")
 
+    @property
+    def backward(self) -> bool:
+        return self.op in BACKWARD_OPS
+
     def scalars(self):
-        return (np.int64(self.rows), np.int64(self.cols), np.int64(self.ld_x), np.int64(self.ld_y))
+        """(rows, cols, ld_x, ld_y); backward ops: (rows, cols, ld_x, ld_g, ld_y), as their kernels take them."""
+        lds = (self.ld_x, self.ld_g, self.ld_y) if self.backward else (self.ld_x, self.ld_y)
+        return (np.int64(self.rows), np.int64(self.cols), *map(np.int64, lds))
 
 
 class CannotRun(ValueError):
@@ -105,6 +111,12 @@ def _prepare_block_per_row(entry: str, source: str):
         block = (threads or _block_threads(shape.cols),)
         scalars = shape.scalars()
 
+        if shape.backward:
+            def launch_backward(x: int, y: int, stream, g: int) -> None:
+                function(grid, block, (_ptr(x), _ptr(g), _ptr(y), *scalars), stream=stream)
+
+            return launch_backward
+
         def launch(x: int, y: int, stream) -> None:
             function(grid, block, (_ptr(x), _ptr(y), *scalars), stream=stream)
 
@@ -129,8 +141,23 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
     partials_k, combine_k, write_k = get("multi_block_partials"), get("multi_block_combine"), get("multi_block_write")
     items = shape.rows * chunks
     item_grid, row_grid = (min(items, MULTI_BLOCK_MAX_GRID),), (min(shape.rows, MULTI_BLOCK_MAX_GRID),)
-    rows, cols, ld_x, ld_y = shape.scalars()
     n_chunk_vecs, n_chunks = np.int64(chunk_vecs), np.int64(chunks)
+    if shape.backward:
+        # The same three launches on one float (the dot) per chunk and per row.
+        rows, cols, ld_x, ld_g, ld_y = shape.scalars()
+
+        def launch_backward(x: int, y: int, stream, g: int) -> None:
+            with stream:
+                partials = cupy.empty(items, dtype=cupy.float32)
+                totals = cupy.empty(shape.rows, dtype=cupy.float32)
+            partials_k(item_grid, block, (_ptr(x), _ptr(g), rows, cols, ld_x, ld_g, n_chunk_vecs, n_chunks, partials),
+                       stream=stream)
+            combine_k(row_grid, (256,), (partials, rows, n_chunks, totals), stream=stream)
+            write_k(item_grid, block, (_ptr(x), _ptr(g), _ptr(y), rows, cols, ld_x, ld_g, ld_y, n_chunk_vecs,
+                                       n_chunks, totals), stream=stream)
+
+        return launch_backward
+    rows, cols, ld_x, ld_y = shape.scalars()
 
     def launch(x: int, y: int, stream) -> None:
         # Per-call scratch (a (max, sum) pair per chunk and per row), taken from
@@ -542,20 +569,25 @@ class Variant:
     prepare_launch: Callable[..., Launcher] = field(repr=False)
     max_cols: Callable[[DeviceInfo], float] = field(default=lambda dev: math.inf, repr=False)
     dtypes: tuple[str, ...] = tuple(DTYPES)  # the element types its kernels take
-    ops: tuple[str, ...] = OPS
+    ops: tuple[str, ...] = OPS  # forward and backward ops its kernels compute
+    no_backward: str = ""  # why it has no backward kernels, where it has none by design
 
-    def bytes_per_element(self, itemsize: int = ITEMSIZE) -> int:
-        return (self.reads + self.writes) * itemsize
+    def bytes_per_element(self, itemsize: int = ITEMSIZE, op: str = "softmax") -> int:
+        """A backward op reads two arrays (y and dy) as often as the forward reads x."""
+        reads = 2 * self.reads if op in BACKWARD_OPS else self.reads
+        return (reads + self.writes) * itemsize
 
-    def traffic_bytes(self, rows: int, cols: int, itemsize: int = ITEMSIZE) -> int:
-        """Bytes this variant moves through device memory for a rows x cols problem."""
-        return rows * cols * self.bytes_per_element(itemsize)
+    def traffic_bytes(self, rows: int, cols: int, itemsize: int = ITEMSIZE, op: str = "softmax") -> int:
+        """Bytes this variant moves through device memory for a rows x cols problem of `op`."""
+        return rows * cols * self.bytes_per_element(itemsize, op)
 
     def unsupported_reason(self, cols: int, dev: DeviceInfo, dtype: str = "float32",
                            op: str = "softmax") -> str | None:
         """Why this variant cannot run rows of `cols` `dtype` elements, computing `op`, on `dev`; None if it can."""
         if dtype not in self.dtypes:
             return f"variant {self.name!r} holds {', '.join(self.dtypes)} only; got {dtype}"
+        if op in BACKWARD_OPS and self.no_backward:
+            return f"variant {self.name!r} has no backward pass: {self.no_backward}"
         if op not in self.ops:
             return f"variant {self.name!r} computes {', '.join(self.ops)} only; got {op}"
         if dev.compute_capability < self.min_compute_capability:
@@ -584,6 +616,8 @@ _ALL = (
         summary="max pass, sum-of-exp pass, write pass; one block per row",
         launch_rule="one block per row; threads by row length " + str(BLOCK_THREADS_BY_COLS),
         prepare_launch=_prepare_block_per_row("three_pass", "three_pass.cu"),
+        no_backward=("softmax backward has no max pass, so its passes are two_pass's (the dot, then the write); "
+                     "use two_pass"),
     ),
     Variant(
         name="two_pass",
@@ -593,6 +627,7 @@ _ALL = (
         summary="online (max, rescaled sum) in one read, then the write pass; one block per row",
         launch_rule="one block per row; threads by row length " + str(BLOCK_THREADS_BY_COLS),
         prepare_launch=_prepare_block_per_row("two_pass", "two_pass.cu"),
+        ops=ALL_OPS,  # backward: the row's dot, then the write pass
     ),
     Variant(
         name="multi_block",
@@ -602,6 +637,7 @@ _ALL = (
         summary="a row split over blocks: per-chunk online partials, a fixed-order combine, the write pass",
         launch_rule=f"{MULTI_BLOCK_CHUNK_VECS} 16-byte vectors per block and row, {MULTI_BLOCK_THREADS} threads, three launches",
         prepare_launch=_prepare_multi_block,
+        ops=ALL_OPS,  # backward: per-chunk partial dots, a fixed-order sum, the write pass
     ),
     Variant(
         name="single_read",

@@ -203,6 +203,79 @@ def run(name, stored, dtype="float32", op="softmax", misalign=0, **knobs):
     return to_bits(out32, dtype)
 
 
+# ------------------------------------------------------------ backward
+def dot_terms(y, dy, op):
+    """elements.cuh dot_term: dy * y (softmax) or dy (log_softmax), in float32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return dy if op.startswith("log_softmax") else (dy * y).astype(F32)
+
+
+def thread_dots(y_body, dy_body, y_scalars, dy_scalars, threads, op):
+    """dot_span(): thread t adds up vec_dot of its vectors t, t + threads, ...
+    (pairwise within a vector), then its scalars; returns the threads' sums."""
+    acc = np.zeros(threads, dtype=F32)
+    terms = dot_terms(y_body, dy_body, op)
+    iters = max(1, -(-len(terms) // threads))
+    padded = np.zeros((iters * threads, y_body.shape[1]), dtype=F32)  # a thread past the end adds nothing
+    padded[: len(terms)] = terms
+    with np.errstate(invalid="ignore", over="ignore"):
+        for v in padded.reshape(iters, threads, -1):
+            w = v.shape[1]
+            while w > 1:  # ((t0 + t1) + (t2 + t3)) + ...
+                v = (v[:, 0::2] + v[:, 1::2]).astype(F32)
+                w //= 2
+            acc = (acc + v[:, 0]).astype(F32)
+        sc = dot_terms(y_scalars, dy_scalars, op)
+        for k, t in enumerate(sc):
+            acc[k % threads] = F32(acc[k % threads] + t)
+    return acc
+
+
+def grad_out(y, dy, dot, op):
+    """elements.cuh grad_out in float32: y * (dy - dot); or dy - expf(y) * dot as one fma."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        if op.startswith("log_softmax"):
+            e = np.exp(np.asarray(y, F32)).astype(np.float64)
+            return (dy.astype(np.float64) - e * np.float64(dot)).astype(F32)
+        return (y * (dy - F32(dot)).astype(F32)).astype(F32)
+
+
+def _chunk_dot(y, dy, misalign, threads, vec, op, v0, v1, with_scalars):
+    yb, ys = split(y, misalign, vec)
+    gb, gs = split(dy, misalign, vec)
+    if not with_scalars:
+        ys, gs = ys[:0], gs[:0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return thread_dots(yb[v0:v1], gb[v0:v1], ys, gs, threads, op).sum(dtype=F32)  # block_sum
+
+
+def two_pass_backward(y, dy, misalign=0, threads=64, vec=4, op="softmax_backward"):
+    """two_pass.cu with SOFTMAX_BACKWARD: the block's dot, then dx element by element."""
+    dot = _chunk_dot(y, dy, misalign, threads, vec, op, 0, None, True)
+    return grad_out(y, dy, dot, op)
+
+
+def multi_block_backward(y, dy, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax_backward"):
+    """multi_block.cu with SOFTMAX_BACKWARD: per-chunk dots (the scalars in chunk 0),
+    their sum in chunk order, then dx."""
+    vecs = row_span(len(y), misalign, vec)[1]
+    chunks = max(1, -(-vecs // chunk_vecs))
+    parts = [_chunk_dot(y, dy, misalign, threads, vec, op, c * chunk_vecs, (c + 1) * chunk_vecs, c == 0)
+             for c in range(chunks)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        dot = np.array(parts, dtype=F32).sum(dtype=F32)
+    return grad_out(y, dy, dot, op)
+
+
+BACKWARD_ALGORITHMS = {"two_pass": two_pass_backward, "multi_block": multi_block_backward}
+
+
+def run_backward(name, y_stored, dy_stored, dtype="float32", op="softmax_backward", misalign=0, **knobs):
+    """A backward algorithm on rows stored as `dtype`: widen y and dy, float32 math, one rounding."""
+    y, dy = widen(y_stored, dtype), widen(dy_stored, dtype)
+    return to_bits(BACKWARD_ALGORITHMS[name](y, dy, misalign, vec=VEC[dtype], op=op, **knobs), dtype)
+
+
 ALGORITHMS = {
     "three_pass": three_pass,
     "two_pass": two_pass,

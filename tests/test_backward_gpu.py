@@ -1,0 +1,305 @@
+"""softmax_backward and log_softmax_backward on the GPU: every (variant, dtype,
+op) and auto on random shapes (odd lengths, rows of one element, 1 and 132
+rows, y[:, k:] and dy[:, j:] views of their own alignments, misaligned outs)
+with poisoned outputs, in place (out=dy, out=y), dy and y the same array, the
+copy paths, special values against torch, more than 2^31 elements, and the
+errors.  Bounds as tests/test_backward.py: float32 within 1e-6 of the terms'
+size (backward_scale), halves within 1 ulp beyond 4 x 2^-24 of it."""
+
+import numpy as np
+import pytest
+
+import softmax_lab
+from softmax_lab.reference import (backward_error, backward_scale, log_softmax_backward_reference,
+                                   softmax_backward_reference, ulp_error)
+
+pytestmark = pytest.mark.gpu
+
+VARIANTS = ["two_pass", "multi_block", "auto"]
+DTYPES = ["float32", "float16", "bfloat16"]
+OPS = ["softmax_backward", "log_softmax_backward"]
+FUNCTIONS = {"softmax_backward": softmax_lab.softmax_backward, "log_softmax_backward": softmax_lab.log_softmax_backward}
+REFERENCES = {"softmax_backward": softmax_backward_reference, "log_softmax_backward": log_softmax_backward_reference}
+HALF_FLOOR = 4 * 2.0**-24
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _numpy64(a):
+    if type(a).__module__.startswith("torch"):
+        return a.detach().double().cpu().numpy()
+    import cupy
+
+    return cupy.asnumpy(a).astype(np.float64)
+
+
+def _error(dx, dy, y, dtype, op):
+    """backward_error for float32 (<= 1e-6 passes), ulps beyond the float32 floor for halves (<= 1)."""
+    dy64, y64 = _numpy64(dy), _numpy64(y)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = REFERENCES[op](dy64, y64)
+        scale = backward_scale(dy64, y64, op)
+        got = _numpy64(dx)
+        if dtype == "float32":
+            return backward_error(got, ref, scale)
+        return ulp_error(got, ref, dtype, HALF_FLOOR * scale)
+
+
+def _ok(err, dtype):
+    return err <= 1e-6 if dtype == "float32" else err <= 1.0
+
+
+def _forward(torch, x, op):
+    return torch.softmax(x, -1) if op == "softmax_backward" else torch.log_softmax(x, -1)
+
+
+def _view(torch, rng, rows, cols, dtype, make):
+    """make(rows, width) as a dtype tensor, then [:, k : k + cols] for a random k: every alignment."""
+    k = int(rng.integers(0, 9))
+    pad = int(rng.integers(0, 3)) * int(rng.integers(0, 9))
+    return make(rows, cols + k + pad).to(getattr(torch, dtype))[:, k : k + cols]
+
+
+def _random_pair(torch, rng, dtype, op):
+    kind = int(rng.integers(6))
+    cols = [1, int(rng.integers(2, 20)), int(rng.integers(20, 3000)), int(rng.integers(3000, 70000)),
+            int(np.exp(rng.uniform(np.log(1000), np.log(300_000)))), 2 * int(rng.integers(1, 30000)) + 1][kind]
+    rows = [1, 132, int(rng.integers(1, max(2, min(200, 2_000_000 // cols))))][int(rng.integers(3))]
+    scale = float(rng.uniform(0.1, 20))
+    y = _view(torch, rng, rows, cols, dtype, lambda r, c: _forward(torch, torch.randn(r, c, device="cuda") * scale, op))
+    dy = _view(torch, rng, rows, cols, dtype, lambda r, c: torch.randn(r, c, device="cuda"))
+    return dy, y
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", VARIANTS)
+def test_random_shapes_every_variant_dtype_and_op(name, dtype, op):
+    torch = _torch()
+    rng = np.random.default_rng(abs(hash((name, dtype, op))) % 2**32)
+    worst = 0.0
+    for _ in range(60):
+        dy, y = _random_pair(torch, rng, dtype, op)
+        if rng.random() < 0.5:  # a poisoned out, at its own alignment
+            k = int(rng.integers(0, 9))
+            base = torch.full((y.shape[0], y.shape[1] + k), float("nan"), dtype=y.dtype, device="cuda")
+            out = base[:, k:]
+            assert FUNCTIONS[op](dy, y, variant=name, out=out) is out
+        else:
+            out = FUNCTIONS[op](dy, y, variant=name)
+        torch.cuda.synchronize()
+        err = _error(out, dy, y, dtype, op)
+        assert _ok(err, dtype), (name, dtype, op, tuple(y.shape), y.data_ptr() % 16, dy.data_ptr() % 16, err)
+        worst = max(worst, err)
+    print(name, dtype, op, "worst", worst)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", VARIANTS)
+def test_matches_torch_and_in_place(name, dtype, op):
+    """Against torch's own backward, and out=dy, out=y in place, dy and y the same array."""
+    torch = _torch()
+    theirs = torch._softmax_backward_data if op == "softmax_backward" else torch._log_softmax_backward_data
+    f = FUNCTIONS[op]
+    for rows, cols in ((1, 1), (3, 7), (132, 1001), (5, 70001), (2, 300_003)):
+        x = torch.randn(rows, cols, device="cuda")
+        y = _forward(torch, x, op).to(getattr(torch, dtype))
+        dy = torch.randn(rows, cols, device="cuda").to(y.dtype)
+        want = theirs(dy.float(), y.float(), -1, torch.float32).to(y.dtype)  # float32 math, one rounding
+        got = f(dy, y, variant=name)
+        torch.cuda.synchronize()
+        assert _ok(_error(got, dy, y, dtype, op), dtype)
+        # torch sums in another order: the two agree to the bound's size, not bit for bit
+        d, w = _numpy64(got), _numpy64(want)
+        assert np.allclose(d, w, rtol=2.0**-6, atol=1e-5 * float(np.abs(w).max() + 1)), (rows, cols)
+        for which in ("dy", "y"):
+            dy2, y2 = dy.clone(), y.clone()
+            target = dy2 if which == "dy" else y2
+            assert f(dy2, y2, variant=name, out=target) is target
+            torch.cuda.synchronize()
+            assert torch.equal(target, got), (which, rows, cols)  # the same result, bit for bit
+        same = f(y, y, variant=name)  # dy and y alias: reading only
+        torch.cuda.synchronize()
+        assert _ok(_error(same, y, y, dtype, op), dtype)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", VARIANTS)
+def test_special_values_follow_torch(name, dtype, op):
+    torch = _torch()
+    theirs = torch._softmax_backward_data if op == "softmax_backward" else torch._log_softmax_backward_data
+    inf, nan = float("inf"), float("nan")
+    for cols in (1, 7, 9, 1000, 70001):
+        x = torch.randn(7, cols, device="cuda")
+        x[0, ::3] = -inf
+        x[1] = -inf  # all -inf: y is NaN
+        x[2, cols // 2] = nan
+        x[4, : cols - 1] = -inf  # one finite value at the end
+        x[5] = x[5] - 200
+        y = _forward(torch, x, op).to(getattr(torch, dtype))
+        dy = torch.randn(7, cols, device="cuda").to(y.dtype)
+        dy[3, cols // 2] = inf
+        dy[6, cols - 1] = nan
+        got = FUNCTIONS[op](dy, y, variant=name)
+        torch.cuda.synchronize()
+        want = theirs(dy.float(), y.float(), -1, torch.float32).double().cpu().numpy()
+        g = _numpy64(got)
+        assert np.array_equal(np.isnan(g), np.isnan(want)), (cols, dtype, op)
+        assert np.array_equal(np.isinf(g), np.isinf(want)), (cols, dtype, op)
+        assert _ok(_error(got, dy, y, dtype, op), dtype), (cols, dtype, op)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_copy_paths_axis_and_result_types(dtype, op):
+    """Transposed dy and y (copied in), an out without uniform rows (filled by a
+    copy), axis 0, a broadcast dy (stride 0), CuPy in gives CuPy out."""
+    torch = _torch()
+    f = FUNCTIONS[op]
+    x = torch.randn(300, 257, device="cuda")
+    y = _forward(torch, x.t(), op).to(getattr(torch, dtype))  # rows of y.t() along axis 0
+    dy = torch.randn(257, 300, device="cuda").to(y.dtype)
+    dx = f(dy, y)
+    assert _ok(_error(dx, dy, y, dtype, op), dtype)
+    out = torch.full((300, 257), float("nan"), dtype=y.dtype, device="cuda").t()
+    assert f(dy.t().contiguous().t(), y, out=out) is out and _ok(_error(out, dy, y, dtype, op), dtype)
+    d0 = f(dy.t(), y.t(), axis=0)
+    assert _ok(_error(d0.t(), dy, y, dtype, op), dtype)
+    ones = torch.ones(1, 1, device="cuda", dtype=y.dtype).expand(257, 300)  # what sum()'s backward gives
+    assert _ok(_error(f(ones, y), ones, y, dtype, op), dtype)
+    if dtype == "float32":
+        import cupy as cp
+
+        r = f(cp.asarray(dy), cp.asarray(y))
+        assert isinstance(r, cp.ndarray) and r.dtype == cp.float32
+    assert isinstance(dx, torch.Tensor) and dx.dtype == y.dtype and dx.shape == y.shape
+
+
+def test_errors_before_any_launch():
+    torch = _torch()
+    y = torch.rand(4, 100, device="cuda")
+    poison = torch.full_like(y, float("nan"))
+    with pytest.raises(TypeError, match="dy must be float32, like y; got float16"):
+        softmax_lab.softmax_backward(y.half(), y, out=poison)
+    with pytest.raises(ValueError, match="dy has shape"):
+        softmax_lab.softmax_backward(y[:, :50], y, out=poison)
+    with pytest.raises(TypeError, match="out must be float32, like y"):
+        softmax_lab.log_softmax_backward(y, y, out=poison.bfloat16())
+    with pytest.raises(TypeError, match="dy has dtype float64"):
+        softmax_lab.softmax_backward(y.double(), y, out=poison)
+    with pytest.raises(ValueError, match="no backward pass"):
+        softmax_lab.softmax_backward(y, y, variant="three_pass", out=poison)
+    with pytest.raises(ValueError, match="float32 only|softmax only"):
+        softmax_lab.softmax_backward(y.half(), y.half(), variant="single_read")
+    b = torch.rand(4, 200, device="cuda")
+    with pytest.raises(ValueError, match="out overlaps dy"):
+        softmax_lab.softmax_backward(b[:, :100], y, out=b[:, 50:150])
+    with pytest.raises(ValueError, match="out overlaps y"):
+        softmax_lab.softmax_backward(y, b[:, 50:150], out=b[:, :100])
+    torch.cuda.synchronize()
+    assert torch.isnan(poison).all()  # nothing was written
+    if torch.cuda.device_count() > 1:
+        with pytest.raises(ValueError, match="dy is on device 1"):
+            softmax_lab.softmax_backward(y.to("cuda:1"), y)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_streams(op):
+    """torch's current stream for torch tensors, or stream= : the work is ordered on it."""
+    torch = _torch()
+    s = torch.cuda.Stream()
+    y = _forward(torch, torch.randn(64, 100_000, device="cuda"), op)
+    dy = torch.randn_like(y)
+    want = FUNCTIONS[op](dy, y)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        dy2 = dy * 1.0  # produced on s
+        got = FUNCTIONS[op](dy2, y)
+    s.synchronize()
+    assert torch.equal(got, want)
+    s2 = torch.cuda.Stream()
+    got2 = FUNCTIONS[op](dy, y, stream=s2)
+    s2.synchronize()
+    assert torch.equal(got2, want)
+
+
+@pytest.mark.parametrize("name", ["two_pass", "multi_block"])
+def test_repeatable_bit_for_bit(name):
+    torch = _torch()
+    y = torch.softmax(torch.randn(8, 1_000_003, device="cuda"), -1)
+    dy = torch.randn_like(y)
+    first = softmax_lab.softmax_backward(dy, y, variant=name)
+    for _ in range(3):
+        assert torch.equal(softmax_lab.softmax_backward(dy, y, variant=name), first)
+
+
+@pytest.mark.parametrize("name", ["two_pass", "multi_block"])
+def test_above_2_to_the_31_elements_backward(name):
+    """bf16 y and dy of more than 2^31 elements (4.3 GB each) and one fp32 row of
+    2^30 + 3: the backward's index arithmetic is 64-bit."""
+    torch = _torch()
+    rows, cols = 5462, 393216
+    assert rows * cols > 2**31
+    y = torch.empty(rows, cols, device="cuda", dtype=torch.bfloat16)
+    for r0 in range(0, rows, 1024):
+        y[r0 : r0 + 1024] = torch.softmax(torch.randn(min(1024, rows - r0), cols, device="cuda"), -1)
+    dy = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+    out = torch.full_like(y, float("nan"))
+    softmax_lab.softmax_backward(dy, y, variant=name, out=out)
+    torch.cuda.synchronize()
+    for r0 in list(range(0, rows, 700)) + [rows - 3]:
+        sl = slice(r0, r0 + 3)
+        assert _ok(_error(out[sl], dy[sl], y[sl], "bfloat16", "softmax_backward"), "bfloat16"), r0
+    del y, dy, out
+    y = torch.log_softmax(torch.randn(2, 2**30 + 3, device="cuda"), -1)
+    dy = torch.randn_like(y)
+    dx = softmax_lab.log_softmax_backward(dy, y, variant=name)
+    torch.cuda.synchronize()
+    for r in range(2):
+        tail = slice(2**30 - 5000, None)
+        want = dy[r, tail].double() - y[r, tail].double().exp() * dy[r].double().sum()
+        assert float((dx[r, tail].double() - want).abs().max()) < 1e-3
+
+
+SANITIZER_SCRIPT = """
+import cupy as cp, softmax_lab
+from softmax_lab.reference import backward_error, backward_scale, softmax_backward_reference, log_softmax_backward_reference
+refs = {"softmax_backward": softmax_backward_reference, "log_softmax_backward": log_softmax_backward_reference}
+for name in ("two_pass", "multi_block"):
+    for op in refs:
+        for dtype in (cp.float32, cp.float16):
+            for rows, cols, off, g_off, o_off in ((3, 1, 0, 1, 0), (5, 1027, 1, 2, 3), (4, 40_000, 0, 3, 1),
+                                                  (33, 65_537, 3, 0, 5), (2, 300_001, 2, 2, 0)):
+                y = cp.random.random((rows, cols + off)).astype(dtype)[:, off:]
+                dy = cp.random.standard_normal((rows, cols + g_off)).astype(dtype)[:, g_off:]
+                out = cp.full((rows, cols + o_off), cp.nan, dtype)[:, o_off:]
+                getattr(softmax_lab, op)(dy, y, variant=name, out=out)
+                ref = refs[op](dy.astype(cp.float64), y.astype(cp.float64))
+                scale = backward_scale(dy, y, op)
+                assert backward_error(out, ref, scale) < (1e-6 if dtype == cp.float32 else 1e-3), (name, op, cols)
+cp.cuda.Device().synchronize()
+print("sanitized")
+"""
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_compute_sanitizer_backward(tool, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        pytest.skip("compute-sanitizer is not installed")
+    script = tmp_path / "run.py"
+    script.write_text(SANITIZER_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([exe, "--tool", tool, "--error-exitcode", "3", sys.executable, str(script)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout, proc.stdout[-3000:]
