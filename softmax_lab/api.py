@@ -311,10 +311,18 @@ def _external(handle: int, device: int) -> cupy.cuda.ExternalStream:
 def _current_stream(torch_tensor: bool, device: int):
     """torch's current stream on `device` for a torch tensor, else CuPy's."""
     if torch_tensor:
-        import torch
-
-        return _external(torch.cuda.current_stream(device).cuda_stream, device)
+        return _external(_torch_raw_stream(device), device)
     return cupy.cuda.get_current_stream(device)
+
+
+def _torch_raw_stream(device: int) -> int:
+    """The handle of torch's current stream on `device`: through the binding
+    torch's own compiled code uses (no Stream object per call), or the public
+    API where a torch lacks it."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 def _resolve_stream(stream, x: ArrayView, device: int):
