@@ -377,3 +377,22 @@ def test_halves_without_torch_are_skipped_with_the_reason(numpy_gpu, monkeypatch
         assert all("made with torch" in r["reason"] for r in run["candidates"])
     assert [r["name"] for r in doc["runs"][1]["candidates"]][-2:] == ["torch.softmax_backward",
                                                                       "quack.softmax_backward"]
+
+
+@pytest.mark.gpu
+def test_tiny_bench_of_every_dtype_and_op_on_the_gpu(tmp_path):
+    pytest.importorskip("torch")
+    doc = bench.run_bench(64, 4104, repeats=3, warmup=1, host_calls=0, progress=False,
+                          dtypes=("float32", "float16", "bfloat16"), ops=cat.OPS)
+    synthetic.validate(doc)
+    assert len(doc["runs"]) == 12
+    for run in doc["runs"]:
+        by_name = {r["name"]: r for r in run["candidates"]}
+        assert run["copy"] is not None, run["op"]
+        for r in run["candidates"]:
+            assert r["status"] in ("ok", "skipped") or r["name"].startswith("quack."), (run["op"], r["reason"])
+        if cat.has_op(run["op"]):
+            assert by_name["auto"]["status"] == "ok", (run["dtype"], run["op"], by_name["auto"]["reason"])
+        if run["dtype"] != "float32":
+            assert all(r["check"]["ulp_error"] <= bench.ULP_TOLERANCE for r in run["candidates"] if r["stats"])
+    assert records.failures(doc) == []
