@@ -262,11 +262,12 @@ def gpu_reason() -> str | None:
 
 def run_bench(rows: int = HEADLINE[0], cols: int = HEADLINE[1], *, names=None, repeats: int = REPEATS,
               warmup: int = WARMUP, seed: int = 0, host_calls: int = HOST_CALLS, progress: bool = True,
-              command: str | None = None, dtypes=("float32",), ops=("softmax",)) -> dict:
+              command: str | None = None, dtypes=("float32",), ops=("softmax",), checkpoint=None) -> dict:
     """Checks and times the candidates (all, or those named) on one rows x cols input,
-    one run per dtype and op; the host candidates (float32 softmax) on a HOST_SHAPE input."""
+    one run per dtype and op; the host candidates (float32 softmax) on a HOST_SHAPE input.
+    checkpoint(document so far), when given, is called after each run."""
     return _run("bench", [(rows, cols, None)], names, None, dtypes, ops, repeats, warmup, seed, host_calls,
-                progress, command, fit=False)
+                progress, command, fit=False, checkpoint=checkpoint)
 
 
 def run_sweep(shapes=None, *, names=None, repeats: int = REPEATS, warmup: int = WARMUP, seed: int = 0,

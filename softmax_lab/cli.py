@@ -220,9 +220,11 @@ def _bench(args) -> int:
     failed = _no_device("bench")
     if failed is not None:
         return failed
+    save = (lambda doc: records.save(doc, args.output)) if args.output is not None and len(
+        args.dtype) * len(args.op) > 1 else None  # several runs: each saved as it ends
     doc = bench.run_bench(args.rows, args.cols, names=args.variants, repeats=args.repeats, warmup=args.warmup,
                           seed=args.seed, progress=not args.no_progress, command=_command(), dtypes=args.dtype,
-                          ops=args.op)
+                          ops=args.op, checkpoint=save)
     return _finish(doc, args)
 
 
