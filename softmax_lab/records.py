@@ -204,13 +204,14 @@ def upgrade_v2(old: dict) -> dict:
 
 
 # ------------------------------------------------------------ recorded or live
-def recorded(kind: str, results) -> tuple[dict | None, str]:
+def recorded(kind: str, results, how: str | None = None) -> tuple[dict | None, str]:
     """(the document recorded in <results>/<kind>.json, a note saying where it comes
-    from), or (None, a note saying plainly that none is recorded there and how to make it)."""
+    from), or (None, a note saying plainly that none is recorded there and how to
+    make it: `how`, or `softmax-lab <kind> --output PATH`)."""
     path = Path(results) / f"{kind}.json"
     if not path.is_file():
         return None, (f"No recorded {kind} results at {path}. Record them on a GPU with: "
-                      f"softmax-lab {kind} --output {path}")
+                      f"{how or f'softmax-lab {kind} --output {path}'}")
     doc = load(path)
     return doc, f"Recorded on {doc['device']['name']} on {doc['created']} ({path})."
 

@@ -76,6 +76,18 @@ def validate(doc: dict, name: str = "results_schema.json") -> None:
     records.validate(doc, name)
 
 
-def write(directory, torch: bool = False) -> tuple:
-    """results/-like files bench.json and sweep.json in `directory`; their paths."""
-    return tuple(records.save(document(kind, torch), directory / f"{kind}.json") for kind in ("bench", "sweep"))
+FORWARD_BF16 = [("bfloat16", "softmax"), ("bfloat16", "log_softmax")]
+BACKWARD = [(d, o) for d in ("bfloat16", "float32") for o in ("softmax_backward", "log_softmax_backward")]
+
+
+def write(directory, torch: bool = False, dtypes_ops: bool = False) -> tuple:
+    """results/-like files bench.json and sweep.json in `directory` (with dtypes_ops,
+    also bench_bf16.json, bench_backward.json, sweep_bf16.json and dtype_op.json,
+    as record.sh's stages name them); their paths."""
+    paths = tuple(records.save(document(kind, torch), directory / f"{kind}.json") for kind in ("bench", "sweep"))
+    if dtypes_ops:
+        every = [(d, o) for d in ("float32", "float16", "bfloat16") for o in cat.OPS]
+        for name, kind, pairs in (("bench_bf16", "bench", FORWARD_BF16), ("bench_backward", "bench", BACKWARD),
+                                  ("sweep_bf16", "sweep", FORWARD_BF16[:1]), ("dtype_op", "bench", every)):
+            paths += (records.save(document(kind, torch, pairs), directory / f"{name}.json"),)
+    return paths
