@@ -16,6 +16,7 @@ anything else is a crash.
 
     python benchmarks/stress.py --seconds 240 --threads 6 --json out.json
     python benchmarks/stress.py --cases 40 --seed 7 --max-elements 2000000   # under compute-sanitizer
+    python benchmarks/stress.py --seconds 120 --dtypes bfloat16 --ops softmax_backward
 """
 
 from __future__ import annotations
@@ -222,16 +223,22 @@ def worker(seed: int, deadline: float, max_cases: int, tally: dict, lock: thread
 
 
 def main(argv=None) -> int:
-    global MAX_ELEMENTS
+    global MAX_ELEMENTS, DTYPES, OPS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=60.0, help="wall-clock budget")
     p.add_argument("--threads", type=int, default=4, help="threads, each on its own stream")
     p.add_argument("--cases", type=int, default=10**9, help="cases per thread at most")
     p.add_argument("--seed", type=int, default=int(time.time()), help="seed of the first thread")
     p.add_argument("--max-elements", type=int, default=MAX_ELEMENTS, help="elements per case at most (about)")
+    p.add_argument("--dtypes", default=",".join(DTYPES), help="dtypes to draw from (comma list)")
+    p.add_argument("--ops", default=",".join(OPS), help="ops to draw from (comma list)")
     p.add_argument("--json", help="write the tally here")
     args = p.parse_args(argv)
     MAX_ELEMENTS = args.max_elements
+    dtypes, ops = tuple(args.dtypes.split(",")), tuple(args.ops.split(","))
+    if not set(dtypes) <= set(DTYPES) or not set(ops) <= set(OPS):
+        p.error(f"dtypes from {', '.join(DTYPES)} and ops from {', '.join(OPS)} here")
+    DTYPES, OPS = dtypes, ops
     tally: dict = {}
     lock = threading.Lock()
     start = time.time()
