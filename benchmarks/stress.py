@@ -115,10 +115,12 @@ def make_input(c: dict):
         with np.errstate(invalid="ignore"):
             v[...] = forward(v, axis=axis).astype(cp.float32)
         dy = cp.random.standard_normal(v.shape, dtype=cp.float32)
-    if c["dtype"] != "float32":
+    if c["dtype"] != "float32":  # torch rounds on its stream of this thread: the draw is finished first
+        cp.cuda.get_current_stream().synchronize()
         tdtype = getattr(torch, c["dtype"])
-        base = torch.as_tensor(base).to(tdtype)
-        dy = torch.as_tensor(dy).to(tdtype) if dy is not None else None
+        base = torch.as_tensor(base, device=f"cuda:{base.device.id}").to(tdtype)
+        dy = torch.as_tensor(dy, device=f"cuda:{base.device.index}").to(tdtype) if dy is not None else None
+        torch.cuda.current_stream().synchronize()
     return view(base), axis, dy
 
 

@@ -141,6 +141,8 @@ def check_output(out, x, idx: list[int], ref, is_copy: bool, dtype: str = "float
     relative for float32, in ulp for the halves), and over every row the op's
     invariant (row_invariant_error; for a copy 0 if the output equals x, for a
     backward floor 0 if it equals x + dy).  NumPy or CuPy arrays, or torch tensors."""
+    if hasattr(out, "data_ptr"):  # torch checks on torch's stream: what the timed stream holds is finished first
+        sys.modules["cupy"].cuda.get_current_stream().synchronize()
     out_rows = as_float64(out[idx])
     err = error_of(out_rows, ref, dtype, op)
     if is_copy:
@@ -348,11 +350,14 @@ def make_arrays(rows: int, cols: int, dtype: str, op: str, seed: int, torch=None
             x /= x.sum(axis=-1, keepdims=True)
         else:
             x -= cupy.log(cupy.exp(x).sum(axis=-1, keepdims=True))
-    if dtype != "float32":
+    if dtype != "float32":  # torch works on its own stream: the draw is finished first, and the rounding after
+        cupy.cuda.get_current_stream().synchronize()
         tdtype = getattr(torch, dtype)
-        x = torch.as_tensor(x).to(tdtype)
-        dy = torch.as_tensor(dy).to(tdtype) if dy is not None else None
+        device = f"cuda:{x.device.id}"
+        x = torch.as_tensor(x, device=device).to(tdtype)
+        dy = torch.as_tensor(dy, device=device).to(tdtype) if dy is not None else None
         out = torch.empty_like(x)
+        torch.cuda.synchronize(device)
     else:
         out = cupy.empty_like(x)
     return cat.Arrays(x, out, dy, dtype, op)

@@ -269,8 +269,9 @@ class Arrays:
 
 
 def _fill_nan(a) -> None:
+    """NaN into a, on CuPy's current stream (the timed one), torch tensors too."""
     if hasattr(a, "fill_"):
-        a.fill_(float("nan"))
+        raw_view(a).fill(0x7FC0 if str(a.dtype) == "torch.bfloat16" else np.float16("nan"))  # quiet NaN bits
     else:
         a.fill(np.float32("nan"))
 
@@ -301,15 +302,15 @@ def prepare(c: Candidate, arrays: Arrays, dev: DeviceInfo, torch=None) -> Prepar
         import importlib
 
         fn = getattr(importlib.import_module(__package__), op)
+        stream = cupy.cuda.get_current_stream()  # the timed stream, for torch tensors too
         if is_backward(op):
-            return Prepared(lambda: fn(dy, x, variant=c.name, out=y), poison_y, "the out buffer")
-        return Prepared(lambda: fn(x, variant=c.name, out=y), poison_y, "the out buffer")
+            return Prepared(lambda: fn(dy, x, variant=c.name, out=y, stream=stream), poison_y, "the out buffer")
+        return Prepared(lambda: fn(x, variant=c.name, out=y, stream=stream), poison_y, "the out buffer")
     if c.name == "copy.memcpy":
+        xv, yv = raw_view(x), raw_view(y)
+
         def memcpy():
-            if arrays.is_torch:
-                y.copy_(x)
-            else:
-                cupy.copyto(y, x)
+            cupy.copyto(yv, xv)
             return y
 
         return Prepared(memcpy, poison_y, "the out buffer")
