@@ -13,6 +13,7 @@
 #   bash benchmarks/record.sh sweep-bf16         # sweep_bf16.json .log sweep_bf16.png grid_bf16.png (the grid, bf16)
 #   bash benchmarks/record.sh table              # dtype_op.json .log .txt bench_time_dtype_op.png: every dtype and
 #                                                #   op at 4096 x 393216, auto and the peers / the floor, one run
+#                                                #   (12 runs, ~6-9 min: its own call, with nothing beside it)
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
@@ -106,8 +107,9 @@ for stage in "$@"; do
       lab plot "$OUT/sweep_bf16.json" -o "$OUT"
       sed -n '/^ *shape |/,/^$/p' "$OUT/sweep_bf16.log" ;;
     table)
-      timeout 560 python3 -m softmax_lab bench --dtype all --op all --no-progress -o "$OUT/dtype_op.json" \
-        --variants "auto,$all_peers" > "$OUT/dtype_op.log" 2>&1
+      # bf16 first: a run cut short by the limit keeps what was measured (saved after each dtype and op)
+      timeout 560 python3 -m softmax_lab bench --dtype bfloat16,float32,float16 --op all --repeats 20 --no-progress \
+        -o "$OUT/dtype_op.json" --variants "auto,$all_peers" > "$OUT/dtype_op.log" 2>&1
       echo "table rc=$?"
       lab report --table "$OUT/dtype_op.json" > "$OUT/dtype_op.txt"
       lab plot "$OUT/dtype_op.json" -o "$OUT"
