@@ -125,7 +125,12 @@ def make_input(c: dict):
 
 
 def float64(a):
-    return cp.asarray(a.double()) if hasattr(a, "data_ptr") else a.astype(cp.float64)
+    """a in float64 as CuPy (torch converts on its stream, which CuPy's import does not wait for)."""
+    if not hasattr(a, "data_ptr"):
+        return a.astype(cp.float64)
+    wide = a.double()
+    torch.cuda.current_stream(a.device).synchronize()
+    return cp.asarray(wide)
 
 
 def reference(x, axis: int, op: str, dy=None):

@@ -190,10 +190,13 @@ def row_invariant_error(out, x, op: str, dy=None) -> float:
 
 def as_float64(a):
     """a in float64, as a NumPy or CuPy array (torch tensors through CuPy, zero-copy after the conversion)."""
-    if hasattr(a, "data_ptr"):  # torch
+    if hasattr(a, "data_ptr"):  # torch: converted on torch's stream, which CuPy's import does not wait for
         import cupy
+        import torch
 
-        return cupy.asarray(a.double())
+        wide = a.double()
+        torch.cuda.current_stream(a.device).synchronize()
+        return cupy.asarray(wide)
     xp = _xp(a)
     return a.astype(xp.float64)
 
