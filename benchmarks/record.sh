@@ -7,6 +7,13 @@
 #   bash benchmarks/record.sh sweep              # sweep.json sweep.log sweep.png grid.png (~5 min)
 #   bash benchmarks/record.sh profile            # profile.json profile.log traffic.png   (~3 min)
 #   bash benchmarks/record.sh profile-rows       # profile_rows.json ... traffic_rows.png  (~6 min)
+#   bash benchmarks/record.sh bench-bf16         # bench_bf16.json .log bench_time_bf16.png: bf16 softmax, log_softmax
+#   bash benchmarks/record.sh bench-backward     # bench_backward.json .log bench_time_backward.png: both backward
+#                                                #   ops in bf16 and fp32, against the two-read, one-write floor
+#   bash benchmarks/record.sh sweep-bf16         # sweep_bf16.json .log sweep_bf16.png grid_bf16.png (the grid, bf16)
+#   bash benchmarks/record.sh table              # dtype_op.json .log .txt bench_time_dtype_op.png: every dtype and
+#                                                #   op at 4096 x 393216, auto and the peers / the floor, one run
+#                                                #   (12 runs, ~6-9 min: its own call, with nothing beside it)
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
@@ -36,6 +43,8 @@ quack_path() {
 quack_path
 lab() { python3 -m softmax_lab "$@"; }
 peers="three_pass,two_pass,multi_block,single_read,copy.float4,torch.softmax,torch.compile"
+all_peers="torch.softmax,torch.log_softmax,torch.compile,quack.softmax,torch.softmax_backward"
+all_peers="$all_peers,torch.log_softmax_backward,quack.softmax_backward"
 
 for stage in "$@"; do
   echo "=== $stage $(date -u +%FT%TZ)"
@@ -79,6 +88,32 @@ for stage in "$@"; do
       lab plot "$OUT/profile_rows.json" -o "$OUT"
       python3 -c "import sys; from softmax_lab import profile; print(profile.format_passes(profile.load(sys.argv[1])))" \
         "$OUT/profile_rows.json" ;;
+    bench-bf16)
+      timeout 540 python3 -m softmax_lab bench --dtype bfloat16 --op forward --no-progress -o "$OUT/bench_bf16.json" \
+        > "$OUT/bench_bf16.log" 2>&1
+      echo "bench-bf16 rc=$?"
+      lab plot "$OUT/bench_bf16.json" -o "$OUT"
+      sed -n '/^by dtype and op:/,$p' "$OUT/bench_bf16.log" | head -n 8 ;;
+    bench-backward)
+      timeout 540 python3 -m softmax_lab bench --dtype bfloat16,float32 --op backward --no-progress \
+        -o "$OUT/bench_backward.json" > "$OUT/bench_backward.log" 2>&1
+      echo "bench-backward rc=$?"
+      lab plot "$OUT/bench_backward.json" -o "$OUT"
+      sed -n '/^by dtype and op:/,$p' "$OUT/bench_backward.log" | head -n 8 ;;
+    sweep-bf16)
+      timeout 560 python3 -m softmax_lab sweep --dtype bfloat16 --no-progress -o "$OUT/sweep_bf16.json" \
+        > "$OUT/sweep_bf16.log" 2>&1
+      echo "sweep-bf16 rc=$?"
+      lab plot "$OUT/sweep_bf16.json" -o "$OUT"
+      sed -n '/^ *shape |/,/^$/p' "$OUT/sweep_bf16.log" ;;
+    table)
+      # bf16 first: a run cut short by the limit keeps what was measured (saved after each dtype and op)
+      timeout 560 python3 -m softmax_lab bench --dtype bfloat16,float32,float16 --op all --repeats 20 --no-progress \
+        -o "$OUT/dtype_op.json" --variants "auto,$all_peers" > "$OUT/dtype_op.log" 2>&1
+      echo "table rc=$?"
+      lab report --table "$OUT/dtype_op.json" > "$OUT/dtype_op.txt"
+      lab plot "$OUT/dtype_op.json" -o "$OUT"
+      cat "$OUT/dtype_op.txt" ;;
     notebooks)  # the code cells top to bottom from notebooks/, as Jupyter runs them (the device has no Jupyter)
       for nb in notebooks/*.ipynb; do
         (cd notebooks && timeout 300 python3 -c "
@@ -99,6 +134,7 @@ print('ran', sys.argv[1])
     gpu-tests)
       timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tail -n 6 ;;
     *)
-      echo "unknown stage $stage (info quack-a quack-b bench sweep profile profile-rows notebooks gpu-tests)"; exit 2 ;;
+      echo "unknown stage $stage (info quack-a quack-b bench sweep profile profile-rows bench-bf16 bench-backward"\
+           "sweep-bf16 table notebooks gpu-tests)"; exit 2 ;;
   esac
 done

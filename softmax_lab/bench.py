@@ -2,13 +2,19 @@
 a copy of the same bytes (`softmax-lab bench`); the same over a grid of shapes
 (`softmax-lab sweep`).
 
-For each shape, x is fresh standard normal float32 (seeded; never zeros) and
-each candidate that can run here (else: skipped, with the reason):
+For each shape, dtype and op (float32 softmax unless asked), x is fresh
+standard normal (seeded, drawn in float32 by CuPy, then rounded to the dtype
+by torch for the halves; never zeros); a backward op's y is the forward op of
+such an x and its dy another standard normal draw.  Each candidate that can
+run here (else: skipped, with the reason):
 
   1. its output is poisoned with NaN and one call is checked (check_output):
      CHECK_ROWS rows sampled across the whole output (one from each equal band
-     of rows, the first and last included) against the float64 reference, and
-     every row's sum against 1 (for a copy: the whole output against x);
+     of rows, the first and last included) against the float64 reference
+     (float32: relative error; halves: ulp error of the dtype), and every row
+     against an invariant of the op (softmax: its sum is 1; log_softmax: the
+     sum of its exp is 1; backward: its sum is what float64 gives; a copy
+     equals x, an add y + dy);
   2. `warmup` calls; the output is poisoned again; `repeats` timed calls
      (timing.gpu_times: CUDA events, back to back on one stream);
   3. the last timed call's output is checked the same way, so a kernel that
@@ -36,7 +42,9 @@ except ImportError:  # progress is a nicety: an offline GPU machine may lack tqd
 from . import candidates as cat
 from . import records, timing
 from .device import NoDeviceError, device_info, require_device
-from .reference import relative_error, softmax_reference
+from .variants import DTYPES
+from . import reference
+from .reference import log_softmax_reference, relative_error, softmax_reference, ulp_error
 
 HEADLINE = (4096, 393216)
 REPEATS = 30
@@ -45,8 +53,15 @@ WARMUP = 5
 HOST_CALLS = 2000
 HOST_WARMUP = 200
 CHECK_ROWS = 32
-TOLERANCE = 1e-5  # largest relative error (reference.relative_error) on the sampled rows
-ROW_SUM_TOLERANCE = 1e-4  # largest |sum of a row - 1| over every row
+TOLERANCE = 1e-5  # float32: largest relative error (reference.relative_error) on the sampled rows
+ROW_SUM_TOLERANCE = 1e-4  # float32: largest |row sum - 1| over every row (of the op's invariant)
+# Halves: the largest error in ulp of the dtype on the sampled rows (the kernels
+# promise 1; a peer's rounding gets 2 here), and the bound on every row's
+# invariant (an unwritten, NaN or garbage row breaks it by far more).
+ULP_TOLERANCE = 2.0
+ROW_TOLERANCE = {"float32": ROW_SUM_TOLERANCE, "float16": 1e-2, "bfloat16": 4e-2}
+LOG_FLOOR = 2.0**-22  # log_softmax's absolute error near 0 from float32's log(sum) (reference.ulp_error)
+CHUNK_ELEMENTS = 2**26  # rows checked a block of this many elements at a time (float64 temporaries)
 
 # The sweep's grid: row lengths (LLM vocabularies 32000, 128256, 151936; odd
 # 100003; 1K to 4M) by batch: fewer rows than SMs (32), about one row per SM
@@ -86,54 +101,159 @@ def check_rows(rows: int, k: int = CHECK_ROWS, seed: int = 0) -> list[int]:
     return sorted({0, rows - 1, *inner})
 
 
-def check_output(out, x, idx: list[int], ref, is_copy: bool) -> dict:
-    """One check of an output: relative error of the sampled rows against `ref`
-    (float64), and over every row: for a softmax the largest |row sum - 1|, for a
-    copy 0 if the output equals x.  NumPy or CuPy arrays."""
-    xp = _xp(out)
-    err = relative_error(out[idx], ref)
+def backward_reference(y, dy, op: str):
+    """dx in float64 from y (the forward output) and dy: softmax: y * (dy - sum(dy * y));
+    log_softmax: dy - exp(y) * sum(dy).  (reference.softmax_backward_reference and
+    log_softmax_backward_reference where softmax_lab has them.)"""
+    xp = _xp(y)
+    y, dy = y.astype(xp.float64), dy.astype(xp.float64)
+    fn = getattr(reference, f"{op}_reference", None)
+    if fn is not None:
+        try:
+            return fn(dy=dy, y=y)
+        except TypeError:  # another signature: the formula below
+            pass
+    if op == "softmax_backward":
+        return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+    return dy - xp.exp(y) * dy.sum(axis=-1, keepdims=True)
+
+
+def op_reference(x, op: str, dy=None):
+    """The float64 reference of `op` on rows x (and dy), NumPy or CuPy."""
+    if op == "softmax":
+        return softmax_reference(x)
+    if op == "log_softmax":
+        return log_softmax_reference(x)
+    return backward_reference(x, dy, op)
+
+
+def error_of(out64, ref, dtype: str, op: str) -> float:
+    """The check's error measure: relative error for float32, ulp error for the halves."""
+    if dtype == "float32":
+        return relative_error(out64, ref)
+    return ulp_error(out64, ref, dtype, LOG_FLOOR if op == "log_softmax" else 0.0)
+
+
+def tolerance(dtype: str) -> float:
+    return TOLERANCE if dtype == "float32" else ULP_TOLERANCE
+
+
+def check_output(out, x, idx: list[int], ref, is_copy: bool, dtype: str = "float32", op: str = "softmax",
+                 dy=None) -> dict:
+    """One check of an output: the error of the sampled rows against `ref` (float64;
+    relative for float32, in ulp for the halves), and over every row the op's
+    invariant (row_invariant_error; for a copy 0 if the output equals x, for a
+    backward floor 0 if it equals x + dy).  NumPy or CuPy arrays, or torch tensors."""
+    if hasattr(out, "data_ptr"):  # torch checks on torch's stream: what the timed stream holds is finished first
+        sys.modules["cupy"].cuda.get_current_stream().synchronize()
+    out_rows = as_float64(out[idx])
+    err = error_of(out_rows, ref, dtype, op)
     if is_copy:
-        whole = 0.0 if bool(xp.array_equal(out, x)) else math.inf
+        whole = 0.0 if _equal(out, x, dy) else math.inf
     else:
-        whole = float(xp.max(xp.abs(out.sum(axis=-1, dtype=xp.float64) - 1.0)))
-    passed = err <= TOLERANCE and whole <= ROW_SUM_TOLERANCE  # NaN compares False: fails
-    return {"relative_error": _finite(err), "row_sum_error": _finite(whole), "passed": bool(passed)}
+        whole = row_invariant_error(out, x, op, dy)
+    passed = err <= tolerance(dtype) and whole <= ROW_TOLERANCE[dtype]  # NaN compares False: fails
+    result = {"relative_error": _finite(relative_error(out_rows, ref)), "row_sum_error": _finite(whole),
+              "passed": bool(passed)}
+    if dtype != "float32":
+        result["ulp_error"] = _finite(err)
+    return result
+
+
+def row_invariant_error(out, x, op: str, dy=None) -> float:
+    """Over every row, a block of rows at a time in float64: softmax |sum - 1|;
+    log_softmax |sum(exp) - 1|; backward |sum(dx) - sum of float64's dx| / sum |dx|
+    (float64's sum: softmax (1 - sum y) * sum(dy y); log_softmax sum(dy) (1 - sum exp y)).
+    The largest over the rows; inf where a row is not finite."""
+    rows = out.shape[0]
+    step = max(1, CHUNK_ELEMENTS // max(1, out.shape[-1]))
+    worst = 0.0
+    for r in range(0, rows, step):
+        o = as_float64(out[r:r + step])
+        xp = _xp(o)
+        if op == "softmax":
+            e = xp.abs(o.sum(axis=-1) - 1.0)
+        elif op == "log_softmax":
+            e = xp.abs(xp.exp(o).sum(axis=-1) - 1.0)
+        else:
+            y, g = as_float64(x[r:r + step]), as_float64(dy[r:r + step])
+            if op == "softmax_backward":
+                expected = (1.0 - y.sum(axis=-1)) * (g * y).sum(axis=-1)
+            else:
+                expected = g.sum(axis=-1) * (1.0 - xp.exp(y).sum(axis=-1))
+            e = xp.abs(o.sum(axis=-1) - expected) / xp.maximum(xp.abs(o).sum(axis=-1), 1e-300)
+        m = float(xp.max(xp.where(xp.isfinite(e), e, xp.inf)))
+        if not m <= worst:  # NaN or larger
+            worst = m if not math.isnan(m) else math.inf
+    return worst
+
+
+def as_float64(a):
+    """a in float64, as a NumPy or CuPy array (torch tensors through CuPy, zero-copy after the conversion)."""
+    if hasattr(a, "data_ptr"):  # torch: converted on torch's stream, which CuPy's import does not wait for
+        import cupy
+        import torch
+
+        wide = a.double()
+        torch.cuda.current_stream(a.device).synchronize()
+        return cupy.asarray(wide)
+    xp = _xp(a)
+    return a.astype(xp.float64)
+
+
+def _equal(out, x, dy=None) -> bool:
+    """out == x (a copy) or out == x + dy (a backward floor), bit for bit in the dtype."""
+    if hasattr(out, "data_ptr"):
+        import torch
+
+        want = x if dy is None else torch.add(x, dy)
+        return bool(torch.equal(out, want))
+    xp = _xp(out)
+    return bool(xp.array_equal(out, x if dy is None else x + dy))
 
 
 def measure(c: cat.Candidate, prep: cat.Prepared, x, idx: list[int], ref, timer, repeats: int,
-            warmup: int) -> dict:
+            warmup: int, dtype: str = "float32", op: str = "softmax", dy=None) -> dict:
     """One candidate's record: check one call, time `repeats` calls after `warmup`
     (timer(call, repeats, warmup, before_timed) -> (times in ms, last output)),
     check the last timed call's output.  Exceptions are recorded as failed."""
     rows, cols = x.shape
     is_copy = c.kind == "copy"
     check = {"rows": idx, "poisoned": prep.poisoned, "relative_error": None, "calls": []}
+    keys = ("relative_error", "row_sum_error") + (("ulp_error",) if dtype != "float32" else ())
 
     def verdict(out, after: str) -> bool:
-        result = check_output(_as_array(out, x), x, idx, ref, is_copy)
-        check["calls"].append({"after": after, **{k: result[k] for k in ("relative_error", "row_sum_error")}})
-        errors = [e["relative_error"] for e in check["calls"]]
-        check["relative_error"] = None if None in errors else max(errors)
+        result = check_output(_as_array(out, x), x, idx, ref, is_copy, dtype, op, dy)
+        check["calls"].append({"after": after, **{k: result[k] for k in keys}})
+        for k in keys[:1] + keys[2:]:
+            errors = [e[k] for e in check["calls"]]
+            check[k] = None if None in errors else max(errors)
         return result["passed"]
 
     try:
         prep.poison()
         if not verdict(prep.call(), "the first call"):
-            return records.record(c, rows, cols, check=check, status="failed", reason=_check_reason(check))
+            return records.record(c, rows, cols, check=check, status="failed", reason=_check_reason(check, dtype),
+                                  dtype=dtype, op=op)
         times, last = timer(prep.call, repeats, warmup, prep.poison)
         if not verdict(last, f"the last of {repeats} timed calls"):
-            return records.record(c, rows, cols, check=check, status="failed", reason=_check_reason(check))
+            return records.record(c, rows, cols, check=check, status="failed", reason=_check_reason(check, dtype),
+                                  dtype=dtype, op=op)
     except Exception as e:  # one candidate's failure (out of memory, a compiler missing) is recorded, not fatal
         return records.record(c, rows, cols, check=check if check["calls"] else None, status="failed",
-                              reason=f"raised {cat.one_line(e)}")
-    return records.record(c, rows, cols, times_ms=times, check=check)
+                              reason=f"raised {cat.one_line(e)}", dtype=dtype, op=op)
+    return records.record(c, rows, cols, times_ms=times, check=check, dtype=dtype, op=op)
 
 
-def _check_reason(check: dict) -> str:
+def _check_reason(check: dict, dtype: str = "float32") -> str:
     last = check["calls"][-1]
-    return (f"check failed after {last['after']}: relative error {last['relative_error']} on {len(check['rows'])} "
-            f"sampled rows (at most {TOLERANCE:g}), largest |row sum - 1| {last['row_sum_error']} "
-            f"(at most {ROW_SUM_TOLERANCE:g}); null means NaN or infinite")
+    if dtype == "float32":
+        err = f"relative error {last['relative_error']}"
+    else:
+        err = f"ulp error {last['ulp_error']}"
+    return (f"check failed after {last['after']}: {err} on {len(check['rows'])} sampled rows (at most "
+            f"{tolerance(dtype):g}), largest row invariant error {last['row_sum_error']} "
+            f"(at most {ROW_TOLERANCE[dtype]:g}); null means NaN or infinite")
 
 
 # ------------------------------------------------------------ on the GPU
@@ -150,35 +270,50 @@ def gpu_reason() -> str | None:
 
 def run_bench(rows: int = HEADLINE[0], cols: int = HEADLINE[1], *, names=None, repeats: int = REPEATS,
               warmup: int = WARMUP, seed: int = 0, host_calls: int = HOST_CALLS, progress: bool = True,
-              command: str | None = None) -> dict:
-    """Checks and times the candidates (all, or those named) on one rows x cols input;
-    the host candidates among them on a HOST_SHAPE input."""
-    return _run("bench", [(rows, cols, None)], cat.select(names), repeats, warmup, seed, host_calls, progress,
-                command, fit=False)
+              command: str | None = None, dtypes=("float32",), ops=("softmax",), checkpoint=None) -> dict:
+    """Checks and times the candidates (all, or those named) on one rows x cols input,
+    one run per dtype and op; the host candidates (float32 softmax) on a HOST_SHAPE input.
+    checkpoint(document so far), when given, is called after each run."""
+    return _run("bench", [(rows, cols, None)], names, None, dtypes, ops, repeats, warmup, seed, host_calls,
+                progress, command, fit=False, checkpoint=checkpoint)
 
 
 def run_sweep(shapes=None, *, names=None, repeats: int = REPEATS, warmup: int = WARMUP, seed: int = 0,
-              progress: bool = True, command: str | None = None, checkpoint=None) -> dict:
+              progress: bool = True, command: str | None = None, checkpoint=None, dtypes=("float32",),
+              ops=("softmax",)) -> dict:
     """The benchmark on each (rows, cols, group) of `shapes` (grid_shapes() by default),
-    for the candidates named (GRID_NAMES by default; never the host candidates).
-    checkpoint(document so far), when given, is called after each shape (the CLI
-    saves it, so a run cut short by a time limit still leaves its shapes)."""
+    each dtype and op, for the candidates named (auto and the op's peers by
+    default; never the host candidates).  checkpoint(document so far), when given,
+    is called after each run (the CLI saves it, so a run cut short by a time limit
+    still leaves its shapes)."""
     shapes = grid_shapes() if shapes is None else [tuple(s) if len(s) == 3 else (*s, None) for s in shapes]
-    chosen = tuple(c for c in cat.select(names, default=cat.GRID_NAMES) if c.kind != "host")
-    return _run("sweep", shapes, chosen, repeats, warmup, seed, 0, progress, command, fit=True, checkpoint=checkpoint)
+    return _run("sweep", shapes, names, "grid", dtypes, ops, repeats, warmup, seed, 0, progress, command, fit=True,
+                checkpoint=checkpoint)
 
 
-def _run(kind, shapes, chosen, repeats, warmup, seed, host_calls, progress, command, fit, checkpoint=None):
+def _chosen(names, default, dtype, op, hosts: bool):
+    if default == "grid" and names is None:
+        names = cat.GRID_NAMES if (dtype, op) == cat.DEFAULT else cat.grid_names(op)
+    chosen = cat.select(names, dtype=dtype, op=op)
+    return tuple(c for c in chosen if hosts or c.kind != "host")
+
+
+def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_calls, progress, command, fit,
+         checkpoint=None):
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0; got {repeats}, {warmup}")
     for rows, cols, _ in shapes:
         if rows < 1 or cols < 1:
             raise ValueError(f"rows and cols must be positive; got {rows} x {cols}")
+    pairs = [(d, o) for d in dtypes for o in ops]
+    for d, o in pairs:
+        cat.check_dtype_op(d, o)
     dev = device_info(require_device())
     torch, torch_reason = cat.torch_status()
-    quack_reason = cat.quack_status() if any(c.name.startswith("quack.") for c in chosen) else None
-    sized = [c for c in chosen if c.kind != "host"]
-    hosts = [c for c in chosen if c.kind == "host"] if host_calls else []
+    chosen = {p: _chosen(names, default, *p, hosts=bool(host_calls)) for p in pairs}
+    quack_reason = (cat.quack_status() if any(c.name.startswith("quack.") for cs in chosen.values() for c in cs)
+                    else None)
+    hosts = [c for cs in chosen.values() for c in cs if c.kind == "host"]
     runs = []
     device = {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
               "l2_bytes": dev.l2_bytes}
@@ -187,59 +322,100 @@ def _run(kind, shapes, chosen, repeats, warmup, seed, host_calls, progress, comm
         return records.make_document(kind, runs, device, versions(torch), method(repeats, warmup, seed, host_calls),
                                      command)
 
-    bar = _bar(progress, len(sized) * len(shapes) + len(hosts), kind)
+    total = sum(len([c for c in cs if c.kind != "host"]) for cs in chosen.values()) * len(shapes) + len(hosts)
+    bar = _bar(progress, total, kind)
     with bar:
         for rows, cols, group in shapes:
-            rows = _fit_rows(rows, cols) if fit else rows
-            runs.append(_shape(rows, cols, group, sized, dev, torch, torch_reason, quack_reason, repeats, warmup,
-                               seed, bar))
-            if checkpoint is not None:
-                checkpoint(document())
+            for dtype, op in pairs:
+                sized = [c for c in chosen[dtype, op] if c.kind != "host"]
+                r = _fit_rows(rows, cols, dtype, op) if fit else rows
+                runs.append(_shape(r, cols, group, sized, dev, torch, torch_reason, quack_reason, repeats, warmup,
+                                   seed, bar, dtype, op))
+                if checkpoint is not None:
+                    checkpoint(document())
         if hosts:
-            runs[0]["candidates"] += [_host(c, dev, torch, torch_reason, host_calls, bar) for c in hosts]
+            first = next(run for run in runs if (run["dtype"], run["op"]) == cat.DEFAULT)
+            first["candidates"] += [_host(c, dev, torch, torch_reason, host_calls, bar) for c in hosts]
     return document()
 
 
-def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, repeats, warmup, seed, bar) -> dict:
+def make_arrays(rows: int, cols: int, dtype: str, op: str, seed: int, torch=None) -> cat.Arrays:
+    """The input (and dy, backward) and the output buffer: float32 as CuPy arrays;
+    float16 and bfloat16 as torch tensors (CuPy has no bfloat16), rounded from the
+    same float32 draw.  A backward op's y is the forward op of the draw."""
+    import cupy
+
+    rng = cupy.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols), dtype=cupy.float32)
+    dy = rng.standard_normal((rows, cols), dtype=cupy.float32) if cat.is_backward(op) else None
+    if cat.is_backward(op):  # y = the forward op of x, in float32 then rounded
+        m = x.max(axis=-1, keepdims=True)
+        x -= m
+        if op == "softmax_backward":
+            cupy.exp(x, out=x)
+            x /= x.sum(axis=-1, keepdims=True)
+        else:
+            x -= cupy.log(cupy.exp(x).sum(axis=-1, keepdims=True))
+    if dtype != "float32":  # torch works on its own stream: the draw is finished first, and the rounding after
+        cupy.cuda.get_current_stream().synchronize()
+        tdtype = getattr(torch, dtype)
+        device = f"cuda:{x.device.id}"
+        x = torch.as_tensor(x, device=device).to(tdtype)
+        dy = torch.as_tensor(dy, device=device).to(tdtype) if dy is not None else None
+        out = torch.empty_like(x)
+        torch.cuda.synchronize(device)
+    else:
+        out = cupy.empty_like(x)
+    return cat.Arrays(x, out, dy, dtype, op)
+
+
+def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, repeats, warmup, seed, bar,
+           dtype="float32", op="softmax") -> dict:
     import cupy
 
     stream = cupy.cuda.Stream(non_blocking=True)
     recs = []
+    arrays = None
     with stream:
-        x = cupy.random.default_rng(seed).standard_normal((rows, cols), dtype=cupy.float32)
-        y = cupy.empty_like(x)
         idx = check_rows(rows, seed=seed)
-        refs = {"softmax": softmax_reference(x[idx]), "copy": x[idx].astype(cupy.float64)}
+        refs = {}
+        if dtype == "float32" or torch is not None:
+            arrays = make_arrays(rows, cols, dtype, op, seed, torch)
+            x, dy = arrays.x, arrays.dy
+            refs = {"op": op_reference(as_float64(x[idx]), op, None if dy is None else as_float64(dy[idx])),
+                    "copy": as_float64(x[idx]) if dy is None else as_float64(x[idx]) + as_float64(dy[idx])}
 
         def timer(call, n, w, before):
             return timing.gpu_times(call, stream, n, w, before)
 
         for c in chosen:
-            bar.set_postfix_str(f"{rows}x{cols} {c.name}")
+            bar.set_postfix_str(f"{rows}x{cols} {dtype} {op} {c.name}")
+            reason = cat.skip_reason(c, cols, dev, torch_reason, quack_reason, dtype, op)
             try:
-                c = cat.resolve(c, rows, cols, dev)
+                c = c if reason else cat.resolve(c, rows, cols, dev, dtype, op)
             except Exception as e:  # auto's chooser raised: recorded, the run goes on
-                recs.append(records.record(c, rows, cols, status="failed", reason=f"raised {cat.one_line(e)}"))
+                recs.append(records.record(c, rows, cols, status="failed", reason=f"raised {cat.one_line(e)}",
+                                           dtype=dtype, op=op))
                 bar.update()
                 continue
-            reason = cat.skip_reason(c, cols, dev, torch_reason, quack_reason)
             if reason:
-                recs.append(records.record(c, rows, cols, status="skipped", reason=reason))
+                recs.append(records.record(c, rows, cols, status="skipped", reason=reason, dtype=dtype, op=op))
             else:
                 try:
-                    prep = cat.prepare(c, x, y, dev, torch)
+                    prep = cat.prepare(c, arrays, dev, torch)
                 except Exception as e:
-                    recs.append(records.record(c, rows, cols, status="failed", reason=f"raised {cat.one_line(e)}"))
+                    recs.append(records.record(c, rows, cols, status="failed", reason=f"raised {cat.one_line(e)}",
+                                               dtype=dtype, op=op))
                 else:
-                    ref = refs["copy" if c.kind == "copy" else "softmax"]
-                    recs.append(measure(c, prep, x, idx, ref, timer, repeats, warmup))
+                    ref = refs["copy" if c.kind == "copy" else "op"]
+                    recs.append(measure(c, prep, arrays.x, idx, ref, timer, repeats, warmup, dtype, op, arrays.dy))
                     del prep
             _release(torch)
             bar.update()
         stream.synchronize()
-        del x, y, refs
+        del arrays, refs
     _release(torch)
-    return records.make_run(rows, cols, recs, dev.l2_bytes, group)
+    return records.make_run(rows, cols, recs, dev.l2_bytes, group, dtype, op)
 
 
 def _host(c, dev, torch, torch_reason, calls, bar) -> dict:
@@ -262,12 +438,15 @@ def _host(c, dev, torch, torch_reason, calls, bar) -> dict:
         bar.update()
 
 
-def _fit_rows(rows: int, cols: int) -> int:
-    """rows, halved until a tensor is at most GRID_MAX_BYTES and an eighth of the free memory."""
+def _fit_rows(rows: int, cols: int, dtype: str = "float32", op: str = "softmax") -> int:
+    """rows, halved until a tensor is at most GRID_MAX_BYTES (in float32 bytes: the
+    halves run the same shapes) and an eighth of the free memory (a twelfth for a
+    backward op, which holds three tensors)."""
     import cupy
 
     free = cupy.cuda.runtime.memGetInfo()[0]
-    while rows > 1 and rows * cols * cat.ITEMSIZE > min(GRID_MAX_BYTES, free // 8):
+    share = 12 if cat.is_backward(op) else 8
+    while rows > 1 and rows * cols * max(cat.ITEMSIZE, DTYPES[dtype]) > min(GRID_MAX_BYTES, free // share):
         rows //= 2
     return rows
 
@@ -298,6 +477,12 @@ def method(repeats: int, warmup: int, seed: int, host_calls: int = 0) -> dict:
         "repeats": repeats, "warmup": warmup, "seed": seed, "check_rows": CHECK_ROWS, "tolerance": TOLERANCE,
         "row_sum_tolerance": ROW_SUM_TOLERANCE, "host_calls": host_calls or None,
         "input": "standard normal float32 (cupy.random.default_rng(seed))",
+        "halves": (f"float16 and bfloat16: the float32 draw rounded by torch (.to(dtype)), torch tensors; checked in "
+                   f"ulp of the dtype (at most {ULP_TOLERANCE:g}), every row's invariant within "
+                   f"{ROW_TOLERANCE['float16']:g} (float16), {ROW_TOLERANCE['bfloat16']:g} (bfloat16)"),
+        "backward": ("y = the forward op of a standard normal draw (float32, then rounded), dy a second draw; "
+                     "the floor is a two-read, one-write add (y + dy) of the same size; every row's sum of dx "
+                     "against float64's"),
         "timer": "a pair of CUDA events around each call, calls back to back on one stream; median, min, max",
         "check": ("output poisoned with NaN, then checked after the first call and after the last timed call: "
                   "check_rows rows spread over the output against float64, every row's sum against 1"),
@@ -350,7 +535,9 @@ def _xp(a):
 
 def _as_array(out, like):
     """A candidate's output as an array of x's module (torch tensors through
-    __cuda_array_interface__, zero-copy)."""
+    __cuda_array_interface__, zero-copy); torch tensors where x is one (the halves)."""
+    if hasattr(like, "data_ptr"):
+        return out
     xp = _xp(like)
     return out if isinstance(out, xp.ndarray) else xp.asarray(out)
 

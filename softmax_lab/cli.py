@@ -1,10 +1,18 @@
-"""softmax-lab (or python -m softmax_lab): bench, sweep, profile, plot, info.
+"""softmax-lab (or python -m softmax_lab): bench, sweep, profile, report, plot, info.
 
-  softmax-lab bench   [--rows R --cols C --variants a,b --repeats N --seed S -o bench.json] [--json | --csv]
-  softmax-lab sweep   [--shape RxC ... --variants a,b --repeats N --seed S -o sweep.json] [--json | --csv]
-  softmax-lab profile [--shape RxC ... | --sweep] [--variants a,b --calls N --ncu PATH -o profile.json] [--json]
+  softmax-lab bench   [--rows R --cols C --dtype D,.. --op OP,.. --variants a,b --repeats N --seed S -o bench.json]
+                      [--json | --csv]
+  softmax-lab sweep   [--shape RxC ... --dtype D,.. --op OP,.. --variants a,b --repeats N --seed S -o sweep.json]
+                      [--json | --csv]
+  softmax-lab profile [--shape RxC ... | --sweep] [--dtype D --op OP --variants a,b --calls N --ncu PATH
+                      -o profile.json] [--json]
+  softmax-lab report  RESULTS.json ... [--table]
   softmax-lab plot    RESULTS.json ... [-o DIR] [--profile profile.json]
   softmax-lab info
+
+--dtype takes float32, float16, bfloat16 (a comma list, or all); --op takes
+softmax, log_softmax, softmax_backward, log_softmax_backward (a comma list, or
+all; forward, backward).  The defaults, float32 softmax, are the headline's.
 
 Exit status: 0; 1 when a correctness check failed (or one of softmax_lab's own
 candidates raised), when there is no GPU for a GPU command, or a file cannot be
@@ -24,6 +32,7 @@ from . import bench, records, report
 from . import candidates as cat
 from . import profile as prof
 from .device import device_info, require_device
+from .variants import DTYPES
 
 RECORDED_HINT = "softmax-lab plot results/*.json"
 
@@ -54,8 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(required=True, metavar="COMMAND")
 
     b = sub.add_parser("bench", formatter_class=fmt, help="check and time every candidate on one shape against a copy")
-    b.add_argument("--rows", type=_positive, default=bench.HEADLINE[0], help="rows of the float32 input")
+    b.add_argument("--rows", type=_positive, default=bench.HEADLINE[0], help="rows of the input")
     b.add_argument("--cols", type=_positive, default=bench.HEADLINE[1], help="row length (softmax over each row)")
+    _dtype_op(b, several=True)
     _common(b, "all")
     b.set_defaults(func=_bench)
 
@@ -66,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                         f"{', '.join(map(str, bench.GRID_COLS))} by {', '.join(map(str, bench.GRID_FEW_ROWS))} rows "
                         f"and about {bench.GRID_ELEMENTS * 4 // 2**30} GiB of rows, plus "
                         f"{', '.join(f'{r}x{c}' for r, c in bench.GRID_EXTRA)}")
-    _common(s, ",".join(cat.GRID_NAMES))
+    _dtype_op(s, several=True)
+    _common(s, ",".join(cat.GRID_NAMES) + " for float32 softmax; auto and the op's peers otherwise")
     s.set_defaults(func=_sweep)
 
     pr = sub.add_parser("profile", formatter_class=fmt,
@@ -77,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--sweep", action="store_true",
                     help="profile the row lengths " + ", ".join(map(str, prof.SWEEP_COLS)) +
                          " (1 GiB tensors), besides any --shape given (default: off, the headline shape only)")
+    _dtype_op(pr, several=False)
     pr.add_argument("--variants", type=_names, metavar="NAME,...", default=None,
                     help="candidates to profile (default: all but the host ones)")
     pr.add_argument("--calls", type=_positive, default=prof.CALLS, help="profiled calls per candidate")
@@ -84,6 +96,13 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("-o", "--output", type=Path, metavar="PATH", help="write the profile JSON here (atomically; default: not saved)")
     pr.add_argument("--json", action="store_true", help="print the JSON document on stdout instead of the table")
     pr.set_defaults(func=_profile)
+
+    rp = sub.add_parser("report", formatter_class=fmt,
+                        help="the tables of recorded results files, with the table by dtype and op (no GPU needed)")
+    rp.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json", help="bench or sweep JSON files")
+    rp.add_argument("--table", action="store_true",
+                    help="only the table by dtype and op: auto and each peer / the floor of the op")
+    rp.set_defaults(func=_report)
 
     pl = sub.add_parser("plot", formatter_class=fmt, help="PNG figures of results files (no GPU needed)")
     pl.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json",
@@ -101,9 +120,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _common(p: argparse.ArgumentParser, default_names: str) -> None:
-    known = ", ".join(c.name for c in cat.candidates())
+    known = ", ".join(cat.all_names())
     p.add_argument("--variants", type=_names, metavar="NAME,...", default=None,
-                   help=f"candidates to time (default: {default_names}); the copies always run. Known: {known}")
+                   help=f"candidates to time (default: {default_names}); the floor (the copies, backward the "
+                        f"two-read adds) always runs; a name of another op is left out. Known: {known}")
     p.add_argument("--repeats", type=_repeats, default=bench.REPEATS,
                    help=f"timed calls per candidate, at least {bench.MIN_REPEATS}")
     p.add_argument("--warmup", type=_non_negative, default=bench.WARMUP, help="untimed calls before the timed ones")
@@ -113,6 +133,41 @@ def _common(p: argparse.ArgumentParser, default_names: str) -> None:
     out.add_argument("--json", action="store_true", help="print the JSON document on stdout instead of the table")
     out.add_argument("--csv", action="store_true", help="print one CSV line per candidate and shape on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+FORWARD = ",".join(cat.FORWARD_OPS)
+BACKWARD = ",".join(cat.BACKWARD_OPS)
+
+
+def _dtype_op(p: argparse.ArgumentParser, several: bool) -> None:
+    if several:
+        p.add_argument("--dtype", type=_list(DTYPES, {"all": tuple(DTYPES)}), default=("float32",),
+                       metavar="DTYPE,...", help="element types: " + ", ".join(DTYPES) + " or all "
+                       "(halves are made with torch) (default: float32)")
+        p.add_argument("--op", type=_list(cat.OPS, {"all": cat.OPS, "forward": cat.FORWARD_OPS,
+                                                    "backward": cat.BACKWARD_OPS}),
+                       default=("softmax",), metavar="OP,...",
+                       help=f"ops: {', '.join(cat.OPS)}, or all, forward, backward (default: softmax)")
+    else:
+        p.add_argument("--dtype", choices=tuple(DTYPES), default="float32", help="element type")
+        p.add_argument("--op", choices=cat.OPS, default="softmax", help="the op")
+
+
+def _list(known, groups):
+    def parse(text: str) -> tuple[str, ...]:
+        out = []
+        for part in (t.strip() for t in text.split(",") if t.strip()):
+            if part in groups:
+                out += groups[part]
+            elif part in known:
+                out.append(part)
+            else:
+                raise argparse.ArgumentTypeError(f"{part!r} is not one of {', '.join([*known, *groups])}")
+        if not out:
+            raise argparse.ArgumentTypeError("give at least one")
+        return tuple(dict.fromkeys(out))
+
+    return parse
 
 
 def _positive(text: str) -> int:
@@ -165,8 +220,11 @@ def _bench(args) -> int:
     failed = _no_device("bench")
     if failed is not None:
         return failed
+    save = (lambda doc: records.save(doc, args.output)) if args.output is not None and len(
+        args.dtype) * len(args.op) > 1 else None  # several runs: each saved as it ends
     doc = bench.run_bench(args.rows, args.cols, names=args.variants, repeats=args.repeats, warmup=args.warmup,
-                          seed=args.seed, progress=not args.no_progress, command=_command())
+                          seed=args.seed, progress=not args.no_progress, command=_command(), dtypes=args.dtype,
+                          ops=args.op, checkpoint=save)
     return _finish(doc, args)
 
 
@@ -176,7 +234,8 @@ def _sweep(args) -> int:
         return failed
     save = (lambda doc: records.save(doc, args.output)) if args.output is not None else None
     doc = bench.run_sweep(args.shape, names=args.variants, repeats=args.repeats, warmup=args.warmup, seed=args.seed,
-                          progress=not args.no_progress, command=_command(), checkpoint=save)
+                          progress=not args.no_progress, command=_command(), checkpoint=save, dtypes=args.dtype,
+                          ops=args.op)
     return _finish(doc, args)
 
 
@@ -190,7 +249,8 @@ def _profile(args) -> int:
     doc = saved = None
     for shape in shapes:  # saved after each shape: a run cut short by a time limit keeps what it measured
         try:
-            part = prof.run_profile([shape], args.variants, ncu=args.ncu, calls=args.calls, command=_command())
+            part = prof.run_profile([shape], args.variants, ncu=args.ncu, calls=args.calls, command=_command(),
+                                    dtype=args.dtype, op=args.op)
         except FileNotFoundError as e:
             print(f"softmax-lab profile: {e}", file=sys.stderr)
             return 1
@@ -225,6 +285,22 @@ def _finish(doc: dict, args) -> int:
     for line in bad:
         print(f"softmax-lab {doc['kind']}: FAILED {line}", file=sys.stderr)
     return 1 if bad else 0
+
+
+def _report(args) -> int:
+    status = 0
+    for i, path in enumerate(args.results):
+        try:
+            doc = records.load(path)
+        except (OSError, ValueError) as e:
+            print(f"softmax-lab report: {' '.join(str(e).split())}", file=sys.stderr)
+            status = 1
+            continue
+        if i:
+            print()
+        print(f"{path}:")
+        print(report.format_dtype_op_table(doc) if args.table else report.format_document(doc))
+    return status
 
 
 def _plot(args) -> int:

@@ -1,13 +1,16 @@
 """Figures of results documents, drawn with the Agg backend on figures of their own
 (pyplot's global state is never touched).  Every time is shown divided by the
-copy of the same bytes, so 1.0 is the floor and nothing can sit above a
-ceiling it did not reach; bandwidth, where shown, is useful bandwidth (one read
-plus one write / time).
+floor of its op: a copy of the same bytes forward, a two-read, one-write add
+backward, so 1.0 is the floor and nothing can sit above a ceiling it did not
+reach; bandwidth, where shown, is useful bandwidth (the floor's bytes / time).
+Every figure names the dtype and op of what it shows.
 
-  bench_time(run):  time / copy per candidate, min..max bars, the traffic model's
-                    and (from a profile) the measured traffic's time at copy speed;
-  sweep(doc):       time / copy against row length, a panel per batch group;
-  grid(doc):        heat map of auto / the best peer by shape;
+  bench_time(run):  time / floor per candidate, min..max bars, the traffic model's
+                    and (from a profile) the measured traffic's time at floor speed;
+  bench_panels(doc): the same, a panel per (dtype, op) run of a bench;
+  sweep(doc):       time / floor against row length, a panel per batch group
+                    (a row of panels per dtype and op);
+  grid(doc):        heat map of auto / the best peer by shape (and dtype and op);
   traffic(profile): model against measured DRAM traffic per candidate and shape.
 
 Families have related colours: softmax_lab's variants greens, copies greys,
@@ -29,18 +32,29 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from . import candidates as cat
-from .report import grid_rows
+from .report import floor_word, grid_rows
 
 FAMILY_COLORMAPS = {"variant": "Greens", "copy": "Greys", "library": "Blues", "host": "Purples"}
 FAILED_COLOR = "tab:red"
 SKIPPED_COLOR = "0.45"
 CEILING_COLOR = "black"
-PEER_SHORT = {"torch.softmax": "torch", "torch.compile": "compile", "quack.softmax": "quack"}
+PEER_SHORT = cat.PEER_ROLE
+_KINDS: dict[str, str] = {}
+
+
+def _kinds() -> dict[str, str]:
+    """name -> kind of every candidate of every dtype and op, in catalogue order."""
+    if not _KINDS:
+        for d in cat.DTYPES:
+            for o in cat.OPS:
+                for c in cat.candidates(d, o):
+                    _KINDS.setdefault(c.name, c.kind)
+    return _KINDS
 
 
 def color(name: str, kind: str):
     """The candidate's colour: a shade of its family's colormap, the same in every figure."""
-    family = [c.name for c in cat.candidates() if c.kind == kind]
+    family = [n for n, k in _kinds().items() if k == kind]
     i = family.index(name) if name in family else len(family)
     shade = 0.45 + 0.5 * i / max(1, len(family))
     return matplotlib.colormaps[FAMILY_COLORMAPS.get(kind, "Oranges")](min(shade, 0.95))
@@ -65,21 +79,62 @@ def _short(text: str | None, n: int = 70) -> str:
 
 
 # ------------------------------------------------------------ one run
+def pair(run: dict) -> tuple[str, str]:
+    return run["dtype"], run.get("op", "softmax")
+
+
 def bench_time(run: dict, path=None, doc: dict | None = None, profile_run: dict | None = None) -> Figure:
-    """Time / copy per candidate (median; bars min..max), the copy floor at 1,
-    with a hollow diamond where the traffic model's bytes would take at copy speed
-    and, from a profile of the same shape, a dot for the measured bytes."""
+    """Time / floor per candidate (median; bars min..max), the floor at 1, with a
+    hollow diamond where the traffic model's bytes would take at floor speed and,
+    from a profile of the same shape, a dot for the measured bytes."""
     recs = [r for r in run["candidates"] if r["kind"] != "host"]
-    copy = run["copy"]
-    rows, cols = run["shape"]
-    measured = _measured_passes(profile_run)
     fig = _figure(9, 0.42 * len(recs) + 1.9)
     ax = fig.subplots()
+    measured = _draw_bench(ax, run, profile_run)
+    _bench_legend(fig, ax, measured)
+    rows, cols = run["shape"]
+    where = f" on {doc['device']['name']}" if doc else ""
+    ax.set_title(f"{_op_title(run)} of {rows} x {cols} {run['dtype']}{where}: time against the "
+                 f"{floor_word(pair(run)[1])} floor", fontsize=10)
+    return _save(fig, path)
+
+
+def bench_panels(doc: dict, path=None, profile_doc: dict | None = None) -> Figure:
+    """bench_time for every run of a bench (one per dtype and op), a panel each, one above the other."""
+    runs = doc["runs"]
+    heights = [0.42 * len([r for r in run["candidates"] if r["kind"] != "host"]) + 0.9 for run in runs]
+    fig = _figure(9, sum(heights) + 1.2)
+    axes = fig.subplots(len(runs), 1, squeeze=False, height_ratios=heights)[:, 0]
+    measured = {}
+    for ax, run in zip(axes, runs):
+        measured |= _draw_bench(ax, run, matching_run(profile_doc, run["shape"], pair(run)), label_floor=False)
+        rows, cols = run["shape"]
+        copy = run["copy"]
+        ax.set_title(f"{_op_title(run)}, {run['dtype']}, {rows} x {cols}"
+                     + (f": floor {copy['name']} {copy['median_ms']:.3g} ms" if copy else ": no floor timed"),
+                     fontsize=9)
+    _bench_legend(fig, axes[0], measured, floor_line=False)
+    fig.suptitle(f"time against the floor on {doc['device']['name']} (forward: a copy of the same bytes; "
+                 "backward: a two-read, one-write add)", fontsize=10)
+    return _save(fig, path)
+
+
+def _op_title(run: dict) -> str:
+    return {"softmax": "softmax", "log_softmax": "log_softmax", "softmax_backward": "softmax backward",
+            "log_softmax_backward": "log_softmax backward"}[pair(run)[1]]
+
+
+def _draw_bench(ax, run: dict, profile_run: dict | None, label_floor: bool = True) -> dict:
+    recs = [r for r in run["candidates"] if r["kind"] != "host"]
+    copy = run["copy"]
+    passes = cat.floor_passes(pair(run)[1])
+    word = floor_word(pair(run)[1])
+    measured = _measured_passes(profile_run)
     top = max([r["stats"]["max_ms"] / copy["median_ms"] for r in recs if r["stats"] and copy] or [2.0])
     for y, r in enumerate(recs):
         if r["stats"] is None or copy is None:
             label = (f"FAILED: {_short(r['reason'])}" if r["status"] == "failed" else
-                     f"skipped: {_short(r['reason'])}" if r["status"] == "skipped" else "no copy ceiling to compare")
+                     f"skipped: {_short(r['reason'])}" if r["status"] == "skipped" else f"no {word} to compare")
             ax.text(0.02, y, label, va="center", fontsize=7, transform=ax.get_yaxis_transform(),
                     color=FAILED_COLOR if r["status"] == "failed" else SKIPPED_COLOR)
             continue
@@ -92,26 +147,32 @@ def bench_time(run: dict, path=None, doc: dict | None = None, profile_run: dict 
                 va="center", fontsize=7)
         t = r["traffic"]
         if t["reads"] + t["writes"]:
-            ax.plot((t["reads"] + t["writes"]) / 2, y, "D", mfc="none", mec="0.2", ms=5)
+            ax.plot((t["reads"] + t["writes"]) / passes, y, "D", mfc="none", mec="0.2", ms=5)
         if r["name"] in measured:
-            ax.plot(measured[r["name"]] / 2, y, "o", color="tab:orange", ms=4)
+            ax.plot(measured[r["name"]] / passes, y, "o", color="tab:orange", ms=4)
     if copy:
+        what = "copy floor" if word == "copy" else "two-read, one-write floor"
         ax.axvline(1.0, color=CEILING_COLOR, linestyle="--", linewidth=1,
-                   label=f"copy floor: {copy['name']}, {copy['median_ms']:.3g} ms, "
-                         f"{copy['useful_gbps']:.0f} GB/s useful")
-    ax.plot([], [], "D", mfc="none", mec="0.2", ms=5, label="traffic model's bytes at copy speed")
-    if measured:
-        ax.plot([], [], "o", color="tab:orange", ms=4, label="measured DRAM bytes (ncu) at copy speed")
-    fig.legend(loc="outside lower center", ncol=2, fontsize=7)
+                   label=f"{what}: {copy['name']}, {copy['median_ms']:.3g} ms, "
+                         f"{copy['useful_gbps']:.0f} GB/s useful" if label_floor else None)
     ax.set_yticks(range(len(recs)), [r["name"] for r in recs], fontsize=8)
     for tick, r in zip(ax.get_yticklabels(), recs):
         tick.set_color("black" if r["status"] == "ok" else FAILED_COLOR if r["status"] == "failed" else SKIPPED_COLOR)
     ax.invert_yaxis()
     ax.set_xlim(0, top * 1.35)
-    ax.set_xlabel("time / time of a copy of the same bytes (median; bars min..max)")
-    where = f" on {doc['device']['name']}" if doc else ""
-    ax.set_title(f"softmax of {rows} x {cols} float32{where}: time against the copy floor", fontsize=10)
-    return _save(fig, path)
+    ax.set_xlabel("time / time of a two-read, one-write add of the same size (median; bars min..max)"
+                  if word == "floor" else
+                  "time / time of a copy of the same bytes (median; bars min..max)")
+    return measured
+
+
+def _bench_legend(fig, ax, measured, floor_line: bool = True) -> None:
+    if not floor_line:
+        ax.plot([], [], "--", color=CEILING_COLOR, linewidth=1, label="the floor of the op (1.0)")
+    ax.plot([], [], "D", mfc="none", mec="0.2", ms=5, label="traffic model's bytes at floor speed")
+    if measured:
+        ax.plot([], [], "o", color="tab:orange", ms=4, label="measured DRAM bytes (ncu) at floor speed")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=7)
 
 
 def _measured_passes(profile_run: dict | None) -> dict[str, float]:
@@ -127,56 +188,76 @@ def _groups(doc: dict) -> list:
     return list(dict.fromkeys(run.get("group") for run in doc["runs"]))
 
 
+def _pairs(doc: dict) -> list:
+    return list(dict.fromkeys(pair(run) for run in doc["runs"]))
+
+
 def sweep(doc: dict, path=None) -> Figure:
-    """Time / copy against row length (log scale), one panel per batch group, one
-    line per candidate with min..max bars; crosses mark failed points and hollow
-    circles skipped ones, under the floor."""
+    """Time / floor against row length (log scale), one panel per batch group (and
+    a row of panels per dtype and op), one line per candidate with min..max bars;
+    crosses mark failed points and hollow circles skipped ones, under the floor."""
     groups = [g for g in _groups(doc) if g != "extra"] or [None]  # the extra shapes are in the grid's figure
-    fig = _figure(4.3 * len(groups) + 1.8, 5.0)
-    axes = fig.subplots(1, len(groups), sharey=True, squeeze=False)[0]
-    for ax, group in zip(axes, groups):
-        runs = [run for run in doc["runs"] if run.get("group") == group and run["copy"]]
-        names = list(dict.fromkeys(r["name"] for run in runs for r in run["candidates"] if r["kind"] != "host"))
-        for name in names:
-            pts, bad = [], []
-            kind = None
-            for run in runs:
-                r = next((r for r in run["candidates"] if r["name"] == name), None)
-                if r is None:
-                    continue
-                kind = r["kind"]
-                if r["stats"]:
-                    base = run["copy"]["median_ms"]
-                    pts.append((run["shape"][1], r["stats"]["median_ms"] / base, r["stats"]["min_ms"] / base,
-                                r["stats"]["max_ms"] / base))
-                else:
-                    bad.append((run["shape"][1], r["status"]))
-            c = color(name, kind)
-            if pts:
-                pts.sort()
-                xs, ys, lo, hi = zip(*pts)
-                ax.errorbar(xs, ys, yerr=[[y - v for y, v in zip(ys, lo)], [v - y for y, v in zip(ys, hi)]],
-                            color=c, marker="o", ms=3.5, lw=2.2 if name == "auto" else 1.3, capsize=2, label=name,
-                            linestyle=":" if kind == "copy" else "-")
-            for x, status in bad:
-                ax.plot(x, 0.93, "x" if status == "failed" else "o", color=FAILED_COLOR if status == "failed" else c,
-                        mfc="none", ms=6)
-        ax.axhline(1.0, color=CEILING_COLOR, linestyle="--", lw=1)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")  # launch-bound peers reach 10-30 x on tiny batches; 1.0-1.6 must stay legible
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("row length (float32 elements)")
-        ax.set_title(_group_title(group, runs), fontsize=9)
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("time / copy time of the same bytes (1 = the floor)")
-    axes[0].set_ylim(bottom=0.9)
-    axes[0].plot([], [], "x", color=FAILED_COLOR, label="failed (marked below the floor)")
-    axes[0].plot([], [], "o", mfc="none", color="0.3", label="skipped: cannot run (below the floor)")
-    axes[0].plot([], [], "--", color=CEILING_COLOR, label="copy floor")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=6, fontsize=7)
-    fig.suptitle(f"softmax sweep on {doc['device']['name']}: time against the copy floor", fontsize=10)
+    pairs = _pairs(doc)
+    labelled = pairs != [cat.DEFAULT]
+    fig = _figure(4.3 * len(groups) + 1.8, 5.0 * len(pairs) - (0.6 * (len(pairs) - 1)))
+    grid_axes = fig.subplots(len(pairs), len(groups), sharey=True, squeeze=False)
+    for axes, (dtype, op) in zip(grid_axes, pairs):
+        for ax, group in zip(axes, groups):
+            runs = [run for run in doc["runs"] if run.get("group") == group and run["copy"] and pair(run) == (dtype, op)]
+            _draw_sweep(ax, runs)
+            ax.set_xlabel(f"row length ({dtype} elements)")
+            title = _group_title(group, runs)
+            ax.set_title(f"{dtype} {op}, {title}" if labelled else title, fontsize=9)
+        word = floor_word(op)
+        axes[0].set_ylabel(f"time / {word} time (1 = the floor)" if labelled else
+                           "time / copy time of the same bytes (1 = the floor)")
+        axes[0].set_ylim(bottom=0.9)
+    first = grid_axes[0][0]
+    first.plot([], [], "x", color=FAILED_COLOR, label="failed (marked below the floor)")
+    first.plot([], [], "o", mfc="none", color="0.3", label="skipped: cannot run (below the floor)")
+    first.plot([], [], "--", color=CEILING_COLOR, label="copy floor" if not labelled else "floor of the op")
+    handles, labels = {}, []
+    for ax in grid_axes.ravel():
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=6, fontsize=7)
+    what = "softmax" if not labelled else ", ".join(f"{d} {o}" for d, o in pairs)
+    fig.suptitle(f"{what} sweep on {doc['device']['name']}: time against the "
+                 f"{'copy floor' if not labelled else 'floor of each op'}", fontsize=10)
     return _save(fig, path)
+
+
+def _draw_sweep(ax, runs: list) -> None:
+    names = list(dict.fromkeys(r["name"] for run in runs for r in run["candidates"] if r["kind"] != "host"))
+    for name in names:
+        pts, bad = [], []
+        kind = None
+        for run in runs:
+            r = next((r for r in run["candidates"] if r["name"] == name), None)
+            if r is None:
+                continue
+            kind = r["kind"]
+            if r["stats"]:
+                base = run["copy"]["median_ms"]
+                pts.append((run["shape"][1], r["stats"]["median_ms"] / base, r["stats"]["min_ms"] / base,
+                            r["stats"]["max_ms"] / base))
+            else:
+                bad.append((run["shape"][1], r["status"]))
+        c = color(name, kind)
+        if pts:
+            pts.sort()
+            xs, ys, lo, hi = zip(*pts)
+            ax.errorbar(xs, ys, yerr=[[y - v for y, v in zip(ys, lo)], [v - y for y, v in zip(ys, hi)]],
+                        color=c, marker="o", ms=3.5, lw=2.2 if name == "auto" else 1.3, capsize=2, label=name,
+                        linestyle=":" if kind == "copy" else "-")
+        for x, status in bad:
+            ax.plot(x, 0.93, "x" if status == "failed" else "o", color=FAILED_COLOR if status == "failed" else c,
+                    mfc="none", ms=6)
+    ax.axhline(1.0, color=CEILING_COLOR, linestyle="--", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")  # launch-bound peers reach 10-30 x on tiny batches; 1.0-1.6 must stay legible
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.grid(True, alpha=0.3)
 
 
 def _group_title(group, runs) -> str:
@@ -189,14 +270,17 @@ def grid(doc: dict, path=None) -> Figure:
     """Heat map of auto's time / the best peer's (torch.softmax, torch.compile,
     quack) by batch group and row length; below 1 auto is faster."""
     table = grid_rows(doc)
-    groups = _groups(doc)
+    pairs = _pairs(doc)
+    labelled = pairs != [cat.DEFAULT]
+    groups = [(p, g) for p in pairs for g in _groups(doc)
+              if any((t["dtype"], t["op"]) == p and t["group"] == g for t in table)]
     cols = sorted({g["cols"] for g in table})
     fig = _figure(1.05 * len(cols) + 2.5, max(3.4, 0.95 * len(groups) + 1.8))
     ax = fig.subplots()
     values = [[math.nan] * len(cols) for _ in groups]
     norm = TwoSlopeNorm(vmin=0.5, vcenter=1.0, vmax=2.0)
     for g in table:
-        i, j = groups.index(g["group"]), cols.index(g["cols"])
+        i, j = groups.index(((g["dtype"], g["op"]), g["group"])), cols.index(g["cols"])
         v = g["auto_vs_peer"]
         values[i][j] = v if v is not None else math.nan
         if v is not None:
@@ -210,13 +294,17 @@ def grid(doc: dict, path=None) -> Figure:
     image = ax.imshow(values, cmap=cmap, norm=norm, aspect="auto")
     fig.colorbar(image, ax=ax, label="auto / best peer (< 1: auto faster)", shrink=0.9)
     ax.set_xticks(range(len(cols)), [str(c) for c in cols], rotation=45, fontsize=7)
-    ax.set_yticks(range(len(groups)), [str(g) if g is not None else "same size" for g in groups], fontsize=8)
-    ax.set_xlabel("row length (float32 elements)")
-    ax.set_ylabel("batch")
-    timed = [p for p in cat.PEERS if any(c["name"] == p and c.get("status") == "ok"
+    ax.set_yticks(range(len(groups)), [(f"{d} {o}, " if labelled else "") + (str(g) if g is not None else "same size")
+                                       for (d, o), g in groups], fontsize=8)
+    ax.set_xlabel("row length (elements)" if labelled else "row length (float32 elements)")
+    ax.set_ylabel("dtype, op, batch" if labelled else "batch")
+    peers = [p for d, o in pairs for p in cat.PEERS_BY_OP[o]]
+    peers = list(dict.fromkeys(peers))
+    timed = [p for p in peers if any(c["name"] == p and c.get("status") == "ok"
                                      for run in doc["runs"] for c in run["candidates"])]
-    absent = [p for p in cat.PEERS if p not in timed]
-    title = f"auto against the best of {', '.join(timed) or 'no peer'} on {doc['device']['name']}"
+    absent = [p for p in peers if p not in timed]
+    what = "" if not labelled else " (" + "; ".join(f"{d} {o}" for d, o in pairs) + ")"
+    title = f"auto against the best of {', '.join(timed) or 'no peer'}{what} on {doc['device']['name']}"
     ax.set_title(title + (f" ({', '.join(absent)}: not timed)" if absent else ""), fontsize=9)
     return _save(fig, path)
 
@@ -266,7 +354,8 @@ def traffic(profile_doc: dict, path=None) -> Figure:
 # ------------------------------------------------------------ files
 def write_all(doc: dict, out_dir, profile_doc: dict | None = None, suffix: str = "") -> list[Path]:
     """The PNGs of one document, named by what they show, with `suffix` before
-    ".png": a bench's bench_time.png (bench_time_2.png, ... for further runs), a
+    ".png": a bench's bench_time.png (bench_time_2.png, ... for further shapes;
+    a bench of several dtypes or ops: one figure with a panel per run), a
     sweep's sweep.png and grid.png, a profile's traffic.png.  `profile_doc` adds
     measured traffic to a bench's figure."""
     out_dir = Path(out_dir)
@@ -279,10 +368,14 @@ def write_all(doc: dict, out_dir, profile_doc: dict | None = None, suffix: str =
         paths = [out_dir / f"traffic{suffix}.png"]
         traffic(doc, paths[0])
         return paths
+    if len({pair(run) for run in doc["runs"]}) > 1:  # several dtypes or ops: one figure, a panel each
+        paths = [out_dir / f"bench_time{suffix}.png"]
+        bench_panels(doc, paths[0], profile_doc)
+        return paths
     paths = []
     for i, run in enumerate(doc["runs"]):
         paths.append(out_dir / (f"bench_time{suffix}.png" if i == 0 else f"bench_time{suffix}_{i + 1}.png"))
-        bench_time(run, paths[-1], doc, profile_run=matching_run(profile_doc, run["shape"]))
+        bench_time(run, paths[-1], doc, profile_run=matching_run(profile_doc, run["shape"], pair(run)))
     return paths
 
 
@@ -294,11 +387,12 @@ def file_suffix(stem: str, kind: str) -> str:
     return stem[len(kind):] if stem.startswith(kind + "_") else f"_{stem}"
 
 
-def matching_run(profile_doc: dict | None, shape) -> dict | None:
-    """The run of a profile document at `shape`, if any."""
+def matching_run(profile_doc: dict | None, shape, dtype_op=("float32", "softmax")) -> dict | None:
+    """The run of a profile document at `shape` (and dtype and op), if any."""
     if not profile_doc:
         return None
-    return next((run for run in profile_doc["runs"] if run["shape"] == list(shape)), None)
+    return next((run for run in profile_doc["runs"] if run["shape"] == list(shape) and pair(run) == tuple(dtype_op)),
+                None)
 
 
 def to_png(fig: Figure) -> bytes:

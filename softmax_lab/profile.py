@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import candidates as cat
 from . import records
+from .variants import DTYPES
 
 SCHEMA = "softmax-lab-profile/1"
 CALLS = 2
@@ -52,12 +53,14 @@ def sweep_shapes(cols=SWEEP_COLS, elements: int = SWEEP_ELEMENTS) -> list[tuple[
     return [(2 ** round(math.log2(max(1.0, elements / c))), c) for c in cols]
 
 
-def ncu_command(ncu: str, name: str, rows: int, cols: int, calls: int, result: Path) -> list[str]:
+def ncu_command(ncu: str, name: str, rows: int, cols: int, calls: int, result: Path, dtype: str = "float32",
+                op: str = "softmax") -> list[str]:
     """The ncu command line that profiles one candidate in a child process."""
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(METRICS),
             "--csv", "--print-units", "base",
             sys.executable, "-m", "softmax_lab.profile", "--child", name, "--rows", str(rows), "--cols", str(cols),
-            "--calls", str(calls), "--result", str(result)]
+            "--calls", str(calls), "--result", str(result)] + (
+                ["--dtype", dtype, "--op", op] if (dtype, op) != cat.DEFAULT else [])
 
 
 # ------------------------------------------------------------ ncu's CSV
@@ -141,10 +144,11 @@ def summarize(launches: list[dict], calls: int) -> dict:
 
 
 def candidate_record(c: cat.Candidate, rows: int, cols: int, status: str, reason: str | None = None,
-                     measured: dict | None = None) -> dict:
-    data = rows * cols * cat.ITEMSIZE
+                     measured: dict | None = None, itemsize: int = cat.ITEMSIZE) -> dict:
+    data = rows * cols * itemsize
     rec = {"name": c.name, "kind": c.kind, "status": status, "reason": reason,
-           "model": {"reads": c.reads, "writes": c.writes, "bytes": c.traffic_bytes(rows, cols), "model": c.model},
+           "model": {"reads": c.reads, "writes": c.writes, "bytes": c.traffic_bytes(rows, cols, itemsize),
+                     "model": c.model},
            "measured": measured, "measured_passes": None}
     if measured and measured["dram_read_bytes"] is not None and measured["dram_write_bytes"] is not None:
         rec["measured_passes"] = {"reads": measured["dram_read_bytes"] / data,
@@ -154,9 +158,9 @@ def candidate_record(c: cat.Candidate, rows: int, cols: int, status: str, reason
 
 # ------------------------------------------------------------ the parent
 def run_profile(shapes, names=None, *, ncu: str = "ncu", calls: int = CALLS, progress=print,
-                command: str | None = None) -> dict:
-    """Profiles each candidate (all but the host ones, or those named) at each
-    (rows, cols) under ncu; returns a profile document."""
+                command: str | None = None, dtype: str = "float32", op: str = "softmax") -> dict:
+    """Profiles each candidate of `dtype` and `op` (all but the host ones, or those
+    named) at each (rows, cols) under ncu; returns a profile document."""
     from . import bench
     from .device import device_info, require_device
 
@@ -164,23 +168,29 @@ def run_profile(shapes, names=None, *, ncu: str = "ncu", calls: int = CALLS, pro
     if exe is None:
         raise FileNotFoundError(f"Nsight Compute ({ncu!r}) is not on PATH; install it or pass --ncu PATH")
     dev = device_info(require_device())
-    chosen = [c for c in cat.select(names) if c.kind != "host"]
+    chosen = [c for c in cat.select(names, dtype=dtype, op=op) if c.kind != "host"]
+    itemsize = DTYPES[dtype]
     runs = []
     with tempfile.TemporaryDirectory(prefix="softmax_lab_profile_") as tmp:
         for rows, cols in shapes:
             recs = []
             for c in chosen:
-                c = cat.resolve(c, rows, cols, dev)
+                try:
+                    c = cat.resolve(c, rows, cols, dev, dtype, op)
+                except Exception as e:  # auto with no variant of the op in this build
+                    recs.append(candidate_record(c, rows, cols, "failed", f"raised {cat.one_line(e)}", None,
+                                                 itemsize))
+                    continue
                 result = Path(tmp) / f"{c.name}.json"
                 result.unlink(missing_ok=True)
-                p = subprocess.run(ncu_command(exe, c.name, rows, cols, calls, result), capture_output=True,
-                                   text=True, timeout=CHILD_TIMEOUT_S, check=False)
-                recs.append(_from_child(c, rows, cols, p, result, calls))
+                p = subprocess.run(ncu_command(exe, c.name, rows, cols, calls, result, dtype, op),
+                                   capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
+                recs.append(_from_child(c, rows, cols, p, result, calls, itemsize))
                 if progress:
                     r = recs[-1]
                     progress(f"{rows} x {cols} {c.name}: {r['status']}"
                              + (f" ({r['reason']})" if r["reason"] else ""), file=sys.stderr)
-            runs.append({"shape": [rows, cols], "dtype": "float32", "data_bytes": rows * cols * cat.ITEMSIZE,
+            runs.append({"shape": [rows, cols], "dtype": dtype, "op": op, "data_bytes": rows * cols * itemsize,
                          "candidates": recs})
     torch, _ = cat.torch_status()
     device = {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
@@ -195,22 +205,24 @@ def run_profile(shapes, names=None, *, ncu: str = "ncu", calls: int = CALLS, pro
     return doc
 
 
-def _from_child(c, rows, cols, p, result: Path, calls: int) -> dict:
+def _from_child(c, rows, cols, p, result: Path, calls: int, itemsize: int = cat.ITEMSIZE) -> dict:
     child = json.loads(result.read_text()) if result.is_file() else None
     if child is None:
         tail = " ".join((p.stderr or p.stdout).split()[-40:])
-        return candidate_record(c, rows, cols, "failed", f"ncu exited {p.returncode} without a result: {tail}")
+        return candidate_record(c, rows, cols, "failed", f"ncu exited {p.returncode} without a result: {tail}",
+                                None, itemsize)
     if child["status"] != "ok":
-        return candidate_record(c, rows, cols, child["status"], child["reason"])
+        return candidate_record(c, rows, cols, child["status"], child["reason"], None, itemsize)
     launches = parse_csv(p.stdout)
     if not launches and c.name == "copy.memcpy":
         return candidate_record(c, rows, cols, "skipped", "ncu profiles kernels; cudaMemcpy is a copy-engine "
-                                                          "transfer, not a kernel")
+                                                          "transfer, not a kernel", None, itemsize)
     if not launches:
         said = [line for line in (p.stdout + p.stderr).splitlines() if line.startswith(("==ERROR==", "==WARNING=="))]
         return candidate_record(c, rows, cols, "failed",
-                                f"ncu profiled no kernel (exit {p.returncode}): {' '.join(said)[:400] or 'no message'}")
-    return candidate_record(c, rows, cols, "ok", None, summarize(launches, calls))
+                                f"ncu profiled no kernel (exit {p.returncode}): {' '.join(said)[:400] or 'no message'}",
+                                None, itemsize)
+    return candidate_record(c, rows, cols, "ok", None, summarize(launches, calls), itemsize)
 
 
 def _ncu_version(exe: str) -> str:
@@ -246,7 +258,8 @@ def format_profile(doc: dict) -> str:
     lines = [f"profile on {doc['device']['name']}, {doc['created']} ({doc['method']['tool']})"]
     for run in doc["runs"]:
         rows, cols = run["shape"]
-        lines += ["", f"{rows} x {cols} float32, {run['data_bytes'] / 1e9:.2f} GB per tensor",
+        lines += ["", f"{rows} x {cols} {run['dtype']} {run.get('op', 'softmax')}, "
+                      f"{run['data_bytes'] / 1e9:.2f} GB per tensor",
                   f"{'candidate':<18} {'model r+w':>9} {'measured r+w':>13} {'L2 hit':>7} {'DRAM %':>7} "
                   f"{'regs':>5} {'occ %':>6} {'ms':>8}  kernels"]
         for r in run["candidates"]:
@@ -285,7 +298,8 @@ def format_passes(doc: dict) -> str:
 
 
 # ------------------------------------------------------------ the child
-def child(name: str, rows: int, cols: int, calls: int, result: Path) -> int:
+def child(name: str, rows: int, cols: int, calls: int, result: Path, dtype: str = "float32",
+          op: str = "softmax") -> int:
     """Runs one candidate `calls` times inside a profiler range; writes {"status",
     "reason"} to `result`.  Prints nothing on stdout, which carries ncu's CSV."""
     import cupy
@@ -298,16 +312,18 @@ def child(name: str, rows: int, cols: int, calls: int, result: Path) -> int:
 
     try:
         dev = device_info(require_device())
-        c = next(c for c in cat.candidates() if c.name == name)
-        torch, torch_reason = cat.torch_status() if c.kind == "library" else (None, None)
+        from .bench import make_arrays
+
+        c = next(c for c in cat.candidates(dtype, op) if c.name == name)
+        needs_torch = c.kind == "library" or c.name.startswith("floor.torch") or dtype != "float32"
+        torch, torch_reason = cat.torch_status() if needs_torch else (None, None)
         quack_reason = cat.quack_status() if name.startswith("quack.") else None
-        reason = cat.skip_reason(c, cols, dev, torch_reason, quack_reason)
+        reason = cat.skip_reason(c, cols, dev, torch_reason, quack_reason, dtype, op)
         if reason:
             return done("skipped", reason)
         with cupy.cuda.Stream(non_blocking=True):  # as the benchmark runs them (torch joins this stream)
-            x = cupy.random.default_rng(0).standard_normal((rows, cols), dtype=cupy.float32)
-            y = cupy.empty_like(x)
-            prep = cat.prepare(c, x, y, dev, torch)
+            arrays = make_arrays(rows, cols, dtype, op, 0, torch)
+            prep = cat.prepare(c, arrays, dev, torch)
             prep.call()  # compiles and warms up, outside the profiled range
             cupy.cuda.runtime.deviceSynchronize()
             cupy.cuda.runtime.profilerStart()
@@ -327,9 +343,11 @@ def main(argv=None) -> int:
     p.add_argument("--cols", type=int, required=True)
     p.add_argument("--calls", type=int, default=CALLS)
     p.add_argument("--result", type=Path, required=True)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--op", default="softmax")
     a = p.parse_args(argv)
     sys.stdout = sys.stderr  # stdout is ncu's CSV: nothing of ours goes there
-    return child(a.child, a.rows, a.cols, a.calls, a.result)
+    return child(a.child, a.rows, a.cols, a.calls, a.result, a.dtype, a.op)
 
 
 if __name__ == "__main__":

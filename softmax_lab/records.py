@@ -2,8 +2,10 @@
 saving, loading (files of the previous schema are upgraded on load), and the
 choice between recorded results and a live run.
 
-A document (results_schema.json) is one `softmax-lab bench` (one run) or
-`softmax-lab sweep` (one run per shape).  Each run has one record per
+A document (results_schema.json) is one `softmax-lab bench` (one run per
+dtype and op) or `softmax-lab sweep` (one run per shape, dtype and op); each
+run says its dtype and op, and its "copy" is the floor of the op (a copy of
+the same bytes forward, a two-read, one-write add backward).  Each run has one record per
 candidate with a status: "ok" (checked and timed), "skipped" (cannot run here,
 known before any call; reason says why) or "failed" (it raised, or its output
 failed the check; reason says which).
@@ -20,41 +22,46 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .candidates import ITEMSIZE, Candidate
+from .candidates import Candidate, floor_passes
 from .timing import stats as time_stats
+from .variants import DTYPES
 
-SCHEMA = "softmax-lab-results/2"
-OLD_SCHEMAS = ("softmax-lab-results/1",)  # upgraded on load
+SCHEMA = "softmax-lab-results/3"
+OLD_SCHEMAS = ("softmax-lab-results/1", "softmax-lab-results/2")  # upgraded on load
 PACKAGE = Path(__file__).resolve().parent
 
 
 # ------------------------------------------------------------ records
 def record(c: Candidate, rows: int, cols: int, *, times_ms=None, host_us=None, check=None, status: str = "ok",
-           reason: str | None = None) -> dict:
-    """One candidate's entry in a run."""
+           reason: str | None = None, dtype: str = "float32", op: str = "softmax") -> dict:
+    """One candidate's entry in a run of `dtype` and `op` (traffic in that dtype's bytes)."""
     if status not in ("ok", "skipped", "failed"):
         raise ValueError(f"status must be ok, skipped or failed; got {status!r}")
+    itemsize = DTYPES[dtype]
     rec = {
         "name": c.name, "kind": c.kind, "status": status, "reason": reason,
-        "traffic": {"reads": c.reads, "writes": c.writes, "bytes": c.traffic_bytes(rows, cols), "model": c.model},
+        "traffic": {"reads": c.reads, "writes": c.writes, "bytes": c.traffic_bytes(rows, cols, itemsize),
+                    "model": c.model},
         "check": check, "stats": None, "host": None, "vs_copy_time": None, "useful_gbps": None,
     }
     if times_ms:
         rec["stats"] = {**time_stats(times_ms, "ms"), "times_ms": [float(v) for v in times_ms]}
-        rec["useful_gbps"] = useful_gbps(rows * cols * ITEMSIZE, rec["stats"]["median_ms"])
+        rec["useful_gbps"] = useful_gbps(rows * cols * itemsize, rec["stats"]["median_ms"], floor_passes(op))
     if host_us:
         rec["host"] = time_stats(host_us, "us")
     return rec
 
 
-def useful_gbps(data_bytes: int, ms: float) -> float:
-    """One read and one write of the tensor (what any softmax must move) / time, in GB/s."""
-    return 2 * data_bytes / (ms * 1e-3) / 1e9
+def useful_gbps(data_bytes: int, ms: float, passes: int = 2) -> float:
+    """The floor's passes over the tensor (what any implementation must move: one
+    read and one write forward, two reads and one write backward) / time, in GB/s."""
+    return passes * data_bytes / (ms * 1e-3) / 1e9
 
 
-def make_run(rows: int, cols: int, records: list[dict], l2_bytes: int, group: str | None = None) -> dict:
-    """A run from its records: the copy ceiling (the copy with the lowest median)
-    and each timed candidate's time / copy time."""
+def make_run(rows: int, cols: int, records: list[dict], l2_bytes: int, group: str | None = None,
+             dtype: str = "float32", op: str = "softmax") -> dict:
+    """A run from its records: the floor (the copy, or backward the two-read add,
+    with the lowest median) and each timed candidate's time / floor time."""
     copies = [r for r in records if r["kind"] == "copy" and r["stats"]]
     best = min(copies, key=lambda r: r["stats"]["median_ms"], default=None)
     ceiling = None
@@ -63,8 +70,8 @@ def make_run(rows: int, cols: int, records: list[dict], l2_bytes: int, group: st
     for r in records:
         timed = ceiling is not None and r["stats"] is not None
         r["vs_copy_time"] = r["stats"]["median_ms"] / ceiling["median_ms"] if timed else None
-    data_bytes = rows * cols * ITEMSIZE
-    return {"shape": [rows, cols], "dtype": "float32", "group": group, "data_bytes": data_bytes,
+    data_bytes = rows * cols * DTYPES[dtype]
+    return {"shape": [rows, cols], "dtype": dtype, "op": op, "group": group, "data_bytes": data_bytes,
             "l2_multiple": data_bytes / l2_bytes, "copy": ceiling, "candidates": records}
 
 
@@ -91,8 +98,14 @@ def failures(doc: dict) -> list[str]:
     for run in doc["runs"]:
         for r in run["candidates"]:
             if r["status"] == "failed" and (r["check"] is not None or r["kind"] == "variant" or r["name"] == "host.auto"):
-                bad.append(f"{run['shape'][0]} x {run['shape'][1]} {r['name']}: {r['reason']}")
+                bad.append(f"{run['shape'][0]} x {run['shape'][1]}{_label(run)} {r['name']}: {r['reason']}")
     return bad
+
+
+def _label(run: dict) -> str:
+    """" float16 log_softmax" for a run other than float32 softmax; "" for the headline's."""
+    pair = (run.get("dtype", "float32"), run.get("op", "softmax"))
+    return "" if pair == ("float32", "softmax") else f" {pair[0]} {pair[1]}"
 
 
 # ------------------------------------------------------------ files
@@ -131,7 +144,11 @@ def load(path) -> dict:
     """A results document (of SCHEMA; one of OLD_SCHEMAS is upgraded); ValueError if
     the file is not one."""
     doc = read_json(path, (SCHEMA, *OLD_SCHEMAS))
-    return upgrade_v1(doc) if doc["schema"] == OLD_SCHEMAS[0] else doc
+    if doc["schema"] == OLD_SCHEMAS[0]:
+        doc = upgrade_v1(doc)
+    if doc["schema"] == OLD_SCHEMAS[1]:
+        doc = upgrade_v2(doc)
+    return doc
 
 
 def schema(name: str = "results_schema.json") -> dict:
@@ -150,7 +167,7 @@ def upgrade_v1(old: dict) -> dict:
     """A softmax-lab-results/1 document (recorded 2026-11-29) in this schema: versions
     as text, "error" as "failed", one-call checks, useful bandwidth for effective."""
     doc = copy.deepcopy(old)
-    doc["schema"] = SCHEMA
+    doc["schema"] = OLD_SCHEMAS[1]
     doc["upgraded_from"] = old["schema"]
     v = doc["versions"]
     v.update(driver=cuda_version(v["driver"]), runtime=cuda_version(v["runtime"]), quack=None)
@@ -176,14 +193,25 @@ def upgrade_v1(old: dict) -> dict:
     return doc
 
 
+def upgrade_v2(old: dict) -> dict:
+    """A softmax-lab-results/2 document (float32 softmax only) in this schema: each run says its op."""
+    doc = copy.deepcopy(old)
+    doc["schema"] = SCHEMA
+    doc.setdefault("upgraded_from", old["schema"])
+    for run in doc["runs"]:
+        run["op"] = "softmax"
+    return doc
+
+
 # ------------------------------------------------------------ recorded or live
-def recorded(kind: str, results) -> tuple[dict | None, str]:
+def recorded(kind: str, results, how: str | None = None) -> tuple[dict | None, str]:
     """(the document recorded in <results>/<kind>.json, a note saying where it comes
-    from), or (None, a note saying plainly that none is recorded there and how to make it)."""
+    from), or (None, a note saying plainly that none is recorded there and how to
+    make it: `how`, or `softmax-lab <kind> --output PATH`)."""
     path = Path(results) / f"{kind}.json"
     if not path.is_file():
         return None, (f"No recorded {kind} results at {path}. Record them on a GPU with: "
-                      f"softmax-lab {kind} --output {path}")
+                      f"{how or f'softmax-lab {kind} --output {path}'}")
     doc = load(path)
     return doc, f"Recorded on {doc['device']['name']} on {doc['created']} ({path})."
 

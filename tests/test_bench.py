@@ -1,6 +1,7 @@
 """softmax_lab.bench: the grid, the sampled rows, and the checks around the timed
 calls, with fake candidates on NumPy arrays (no GPU); the GPU runs are marked gpu."""
 
+import math
 import sys
 import types
 from types import SimpleNamespace
@@ -247,15 +248,16 @@ def numpy_gpu(monkeypatch):
     monkeypatch.setattr(bench, "device_info", lambda *a: cat.reference_device())
     broken = set()
 
-    def prepare(c, x, y, dev, torch=None):
+    def prepare(c, arrays, dev, torch=None):
+        x, dy, y = arrays.x, arrays.dy, arrays.out
         calls = [0]
 
         def call():
             calls[0] += 1
             if c.kind == "copy":
-                y[...] = x
+                y[...] = x if dy is None else x + dy
             else:
-                y[...] = np_softmax(x)
+                y[...] = bench.op_reference(x, arrays.op, dy)
                 if c.name in broken and calls[0] > 3:
                     y[-1] = 0
             return y
@@ -308,3 +310,100 @@ def test_a_sweep_hands_each_shape_to_its_checkpoint(numpy_gpu):
                           checkpoint=lambda d: seen.append([run["shape"] for run in d["runs"]]))
     assert seen == [[[16, 1024]], [[16, 1024], [8, 2048]]]
     assert [run["shape"] for run in doc["runs"]] == seen[-1]
+
+
+# ------------------------------------------------------------ dtypes and ops, on NumPy
+def test_backward_reference_and_its_row_invariant():
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal((40, 301))
+    dy = rng.standard_normal((40, 301))
+    for op, forward in (("softmax_backward", softmax_reference), ("log_softmax_backward", None)):
+        y = forward(z) if forward else z - np.log(np.exp(z).sum(-1, keepdims=True))
+        dx = bench.backward_reference(y, dy, op)
+        if op == "softmax_backward":  # the chain rule through softmax, by finite differences on one row
+            eps = 1e-6
+            num = np.array([(np.dot(dy[0], softmax_reference(z[0] + eps * np.eye(301)[j]))
+                             - np.dot(dy[0], y[0])) / eps for j in range(5)])
+            assert np.allclose(num, dx[0, :5], rtol=1e-4, atol=1e-9)
+        assert np.allclose(dx.sum(-1), 0, atol=1e-12)
+        out = dx.astype(np.float32)
+        assert bench.row_invariant_error(out, y.astype(np.float32), op, dy.astype(np.float32)) < 1e-4
+        out[7, 3] += 1.0  # one wrong element, in a row no sample may take
+        assert bench.row_invariant_error(out, y.astype(np.float32), op, dy.astype(np.float32)) > 1e-3
+        out[9] = np.nan
+        assert bench.row_invariant_error(out, y.astype(np.float32), op, dy.astype(np.float32)) == math.inf
+
+
+def test_halves_are_checked_in_ulp_and_log_softmax_by_the_sum_of_its_exp():
+    x = np.random.default_rng(4).standard_normal((50, 2000)).astype(np.float32)
+    idx = bench.check_rows(50)
+    for op in ("softmax", "log_softmax"):
+        ref64 = bench.op_reference(x.astype(np.float64), op)
+        good = bench.check_output(ref64.astype(np.float16), x, idx, ref64[idx], False, "float16", op)
+        assert good["passed"] and good["ulp_error"] <= 0.5 and good["relative_error"] < 1e-3
+        bad = ref64.astype(np.float16)
+        bad[idx[3]] *= np.float16(1.01)  # about 10 ulp of float16: caught in the sampled rows
+        got = bench.check_output(bad, x, idx, ref64[idx], False, "float16", op)
+        assert not got["passed"] and got["ulp_error"] > bench.ULP_TOLERANCE
+    fp32 = bench.check_output(ref64.astype(np.float32), x, idx, ref64[idx], False, "float32", "log_softmax")
+    assert fp32["passed"] and "ulp_error" not in fp32
+
+
+def test_a_backward_and_a_log_softmax_run_without_a_gpu(numpy_gpu):
+    doc = bench.run_bench(32, 1000, repeats=3, warmup=1, host_calls=20, progress=False, command="test",
+                          ops=("softmax", "log_softmax", "softmax_backward"))
+    synthetic.validate(doc)
+    assert [(run["dtype"], run["op"]) for run in doc["runs"]] == [
+        ("float32", "softmax"), ("float32", "log_softmax"), ("float32", "softmax_backward")]
+    soft, log, back = ({r["name"]: r for r in run["candidates"]} for run in doc["runs"])
+    assert "host.auto" in soft and "host.auto" not in log and "cupyx.softmax" not in log
+    assert log["two_pass"]["status"] == "ok" and log["torch.log_softmax"]["status"] == "skipped"
+    assert doc["runs"][2]["copy"]["name"] == "floor.cupy_add"
+    assert back["floor.cupy_add"]["traffic"]["bytes"] == 3 * 32 * 1000 * 4
+    assert back["floor.cupy_add"]["useful_gbps"] == pytest.approx(
+        3 * 32 * 1000 * 4 / (back["floor.cupy_add"]["stats"]["median_ms"] * 1e-3) / 1e9)
+    assert back["auto"]["status"] == ("ok" if cat.has_op("softmax_backward") else "skipped")
+    assert records.failures(doc) == []
+
+
+def test_halves_without_torch_are_skipped_with_the_reason(numpy_gpu, monkeypatch):
+    monkeypatch.setattr(cat, "torch_status", lambda: (None, "torch is not importable (test)"))
+    doc = bench.run_sweep([(16, 1024)], repeats=2, warmup=0, progress=False, dtypes=("bfloat16",),
+                          ops=("softmax", "softmax_backward"))
+    synthetic.validate(doc)
+    for run in doc["runs"]:
+        assert run["dtype"] == "bfloat16" and run["data_bytes"] == 16 * 1024 * 2 and run["copy"] is None
+        assert {r["status"] for r in run["candidates"]} == {"skipped"}
+        assert all("made with torch" in r["reason"] for r in run["candidates"])
+    assert [r["name"] for r in doc["runs"][1]["candidates"]][-2:] == ["torch.softmax_backward",
+                                                                      "quack.softmax_backward"]
+
+
+@pytest.mark.gpu
+def test_tiny_bench_of_every_dtype_and_op_on_the_gpu(tmp_path):
+    pytest.importorskip("torch")
+    doc = bench.run_bench(64, 4104, repeats=3, warmup=1, host_calls=0, progress=False,
+                          dtypes=("float32", "float16", "bfloat16"), ops=cat.OPS)
+    synthetic.validate(doc)
+    assert len(doc["runs"]) == 12
+    for run in doc["runs"]:
+        by_name = {r["name"]: r for r in run["candidates"]}
+        assert run["copy"] is not None, run["op"]
+        for r in run["candidates"]:
+            assert r["status"] in ("ok", "skipped") or r["name"].startswith("quack."), (run["op"], r["reason"])
+        if cat.has_op(run["op"]):
+            assert by_name["auto"]["status"] == "ok", (run["dtype"], run["op"], by_name["auto"]["reason"])
+        if run["dtype"] != "float32":
+            assert all(r["check"]["ulp_error"] <= bench.ULP_TOLERANCE for r in run["candidates"] if r["stats"])
+    assert records.failures(doc) == []
+
+
+def test_the_backward_reference_takes_softmax_labs_own_where_it_has_one(monkeypatch):
+    from softmax_lab import reference
+
+    y, dy = np.full((2, 3), 1 / 3), np.arange(6.0).reshape(2, 3)
+    mine = bench.backward_reference(y, dy, "softmax_backward")
+    monkeypatch.setattr(reference, "softmax_backward_reference", lambda dy, y: np.zeros_like(y) + 7, raising=False)
+    assert (bench.backward_reference(y, dy, "softmax_backward") == 7).all()
+    monkeypatch.setattr(reference, "softmax_backward_reference", lambda a, b, axis: None, raising=False)
+    assert np.array_equal(bench.backward_reference(y, dy, "softmax_backward"), mine)

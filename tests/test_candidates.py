@@ -12,7 +12,63 @@ def test_the_variants_come_first_under_their_registry_names():
     assert len(set(names)) == len(names)
     assert set(cat.COPY_NAMES) == {"copy.memcpy", "copy.elementwise", "copy.float4"}
     assert {c.kind for c in cat.candidates()} == {"variant", "copy", "library", "host"}
-    assert set(cat.GRID_NAMES) <= set(names) and set(cat.PEERS) <= set(names)
+    assert set(cat.GRID_NAMES) <= set(names) and set(cat.PEERS_BY_OP["softmax"]) <= set(names)
+    assert set(cat.PEERS) <= set(cat.all_names())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("op", cat.OPS)
+def test_each_dtype_and_op_has_its_floor_its_peers_and_the_variants_that_hold_it(dtype, op):
+    cs = cat.candidates(dtype, op)
+    names = [c.name for c in cs]
+    held = [v.name for v in softmax_lab.variants().values() if dtype in v.dtypes and op in v.ops]
+    assert names[: len(held)] == held and names[len(held)] == "auto"
+    floor = [c for c in cs if c.kind == "copy"]
+    if cat.is_backward(op):
+        assert [c.name for c in floor] == list(cat.FLOOR_NAMES)
+        assert all((c.reads, c.writes) == (2, 1) for c in floor)
+        assert "torch.softmax" not in names and "copy.memcpy" not in names
+    else:
+        assert [c.name for c in floor] == list(cat.COPY_NAMES)
+        assert all((c.reads, c.writes) == (1, 1) for c in floor)
+    assert [c.name for c in cs if c.kind == "library" and c.name != "cupyx.softmax"] == list(cat.PEERS_BY_OP[op])
+    assert ("quack.softmax" in names) == (op == "softmax") and "quack.log_softmax" not in names
+    assert any(c.kind == "host" for c in cs) == ((dtype, op) == cat.DEFAULT)
+
+
+def test_traffic_scales_with_the_dtype_and_a_backward_reads_two_arrays():
+    bf16 = {c.name: c for c in cat.candidates("bfloat16", "softmax")}
+    assert round(bf16["copy.memcpy"].traffic_bytes(4096, 393216, 2) / 1e9, 1) == 6.4
+    back = {c.name: c for c in cat.candidates("float32", "softmax_backward")}
+    assert back["floor.torch_add"].traffic_bytes(4096, 393216) == 3 * 4096 * 393216 * 4
+    assert (back["auto"].reads, back["auto"].writes) == (2, 1)
+    assert (back["torch.softmax_backward"].reads, back["quack.softmax_backward"].reads) == (4, 2)
+    assert cat.floor_passes("softmax") == 2 and cat.floor_passes("log_softmax_backward") == 3
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        cat.candidates("float64", "softmax")
+
+
+def test_a_registry_without_backward_traffic_reads_y_and_dy_as_often_as_x():
+    class Old:  # a Variant of before the backward ops: traffic_bytes(rows, cols, itemsize)
+        reads, writes = 2, 1
+
+        def traffic_bytes(self, rows, cols, itemsize=4):
+            return rows * cols * 3 * itemsize
+
+    class New(Old):
+        def traffic_bytes(self, rows, cols, itemsize=4, op="softmax"):
+            return rows * cols * itemsize * (5 if op.endswith("backward") else 3)
+
+    assert cat._variant_passes(Old(), "softmax") == (2, 1)
+    assert cat._variant_passes(Old(), "softmax_backward") == (4, 1)
+    assert cat._variant_passes(New(), "log_softmax_backward") == (4, 1)
+
+
+def test_select_takes_the_names_of_the_op_and_refuses_unknown_ones():
+    chosen = [c.name for c in cat.select(["auto", "torch.softmax", "torch.log_softmax"], op="log_softmax")]
+    assert chosen == ["auto", *cat.COPY_NAMES, "torch.log_softmax"]
+    back = [c.name for c in cat.select(["auto"], dtype="bfloat16", op="softmax_backward")]
+    assert back == ["auto", *cat.FLOOR_NAMES]
 
 
 def test_headline_traffic_spans_12_9_to_25_8_gb():
@@ -55,6 +111,25 @@ def test_skip_reasons_known_before_any_call():
     assert cat.skip_reason(by_name["auto"], 10**8, h200, None, None) is None
     assert "holds rows of at most" in cat.skip_reason(by_name["single_read"], 10**8, h200, None, None)
     assert cat.skip_reason(by_name["copy.memcpy"], 5, h200, "no torch", "no quack") is None
+
+
+def test_skip_reasons_of_the_halves_and_the_backward_ops():
+    h200 = cat.reference_device()
+    by_name = {c.name: c for c in cat.candidates("bfloat16", "softmax_backward")}
+    assert "made with torch" in cat.skip_reason(by_name["auto"], 1024, h200, "no torch", None, "bfloat16",
+                                                "softmax_backward")
+    assert cat.skip_reason(by_name["floor.cupy_add"], 1024, h200, None, None, "bfloat16",
+                           "softmax_backward") == "CuPy has no bfloat16 add"
+    if not cat.has_op("softmax_backward"):
+        assert "no softmax_backward" in cat.skip_reason(by_name["auto"], 1024, h200, None, None, "bfloat16",
+                                                         "softmax_backward")
+    half = {c.name: c for c in cat.candidates("float16", "softmax")}
+    assert "4-byte words" in cat.skip_reason(half["copy.float4"], 1023, h200, None, None, "float16", "softmax")
+    assert cat.skip_reason(half["copy.float4"], 1024, h200, None, None, "float16", "softmax") is None
+    if "float16" not in softmax_lab.get_variant("single_read").dtypes:
+        assert "single_read" not in half
+    assert cat.skip_reason(half["two_pass"], 1024, h200, None, None, "float16", "softmax") is None
+    assert cat.has_op("softmax") and not cat.has_op("no_such_op")
 
 
 def test_quack_absent_is_a_reason_not_an_error():

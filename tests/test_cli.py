@@ -59,7 +59,7 @@ def test_version(tmp_path):
     assert p.returncode == 0 and re.fullmatch(r"softmax-lab \d+\.\d+\.\d+.*\n", p.stdout), p.stdout
 
 
-@pytest.mark.parametrize("command", ["bench", "sweep", "profile", "plot", "info"])
+@pytest.mark.parametrize("command", ["bench", "sweep", "profile", "report", "plot", "info"])
 def test_every_option_says_its_default(command, capsys):
     with pytest.raises(SystemExit):
         cli.main([command, "--help"])
@@ -156,3 +156,40 @@ def test_the_profile_table_names_every_candidate():
     for r in doc["runs"][0]["candidates"]:
         assert r["name"] in text
     assert "SKIPPED: no kernel" in text and "1.00+1.00" in text
+
+
+def test_dtype_and_op_take_lists_and_groups_and_refuse_the_rest(monkeypatch, capsys):
+    seen = {}
+
+    def fake(*args, **kw):
+        seen.update(kw)
+        return synthetic.document("bench", torch=True, pairs=[(d, o) for d in kw["dtypes"] for o in kw["ops"]])
+
+    monkeypatch.setattr(bench, "gpu_reason", lambda: None)
+    monkeypatch.setattr(bench, "run_bench", fake)
+    assert cli.main(["bench", "--dtype", "bfloat16,float32", "--op", "backward"]) == 0
+    assert seen["dtypes"] == ("bfloat16", "float32") and seen["ops"] == ("softmax_backward", "log_softmax_backward")
+    out = capsys.readouterr().out
+    assert "by dtype and op:" in out and "bfloat16  log_softmax_backward" in out
+    assert cli.main(["bench"]) == 0
+    assert seen["dtypes"] == ("float32",) and seen["ops"] == ("softmax",)  # the headline
+    capsys.readouterr()
+    for args in (["bench", "--dtype", "float64"], ["sweep", "--op", "softmax,nope"], ["profile", "--dtype", "all"]):
+        with pytest.raises(SystemExit) as e:
+            cli.main(args)
+        assert e.value.code == 2
+    assert "'float64' is not one of float32, float16, bfloat16, all" in capsys.readouterr().err
+
+
+def test_report_prints_the_tables_and_the_dtype_op_table(tmp_path):
+    doc = synthetic.document("bench", torch=True, pairs=[("float32", "softmax"), ("bfloat16", "softmax_backward")])
+    path = tmp_path / "bench_bf16.json"
+    path.write_text(json.dumps(doc))
+    p = run_cli("report", str(path), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "x floor" in p.stdout and "by dtype and op:" in p.stdout
+    p = run_cli("report", "--table", str(path), str(tmp_path / "missing.json"), cwd=tmp_path)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1
+    table = p.stdout.splitlines()
+    assert table[0] == f"{path}:" and table[1].split()[-4:] == ["auto", "torch", "compile", "quack"]
+    assert table[4].split()[3:5] == ["bfloat16", "softmax_backward"]

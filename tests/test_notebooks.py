@@ -38,9 +38,9 @@ def copy_notebooks(tmp_path) -> Path:
     return tmp_path / "notebooks"
 
 
-def test_there_are_four_notebooks_stored_without_outputs():
+def test_there_are_five_notebooks_stored_without_outputs():
     assert NAMES == ["01_traffic_model.ipynb", "02_variants.ipynb", "03_bandwidth.ipynb",
-                     "04_hardware_counts.ipynb"]
+                     "04_hardware_counts.ipynb", "05_dtypes_and_ops.ipynb"]
     for path in NOTEBOOKS:
         text = path.read_text()
         assert "SOFTMAX_LAB_" not in text and "os.environ" not in text, path.name  # no environment variables
@@ -64,14 +64,16 @@ def test_notebook_runs_on_the_recorded_results(path, monkeypatch):
     if not (ROOT / "results" / "bench.json").is_file():
         pytest.skip("no recorded results/bench.json yet: record it on a GPU (benchmarks/record.sh)")
     text = execute(path, monkeypatch)
-    if path.name != "04_hardware_counts.ipynb" or (ROOT / "results" / "profile.json").is_file():
+    if path.name == "05_dtypes_and_ops.ipynb":  # recorded or not, it looks beside notebooks/
+        assert f"{ROOT / 'results' / 'dtype_op.json'}" in text
+    elif path.name != "04_hardware_counts.ipynb" or (ROOT / "results" / "profile.json").is_file():
         assert f"({ROOT / 'results'}" in text
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=NAMES)
 def test_notebook_runs_on_synthetic_results(path, monkeypatch, tmp_path):
     here = copy_notebooks(tmp_path)
-    synthetic.write(tmp_path / "results", torch=True)
+    synthetic.write(tmp_path / "results", torch=True, dtypes_ops=True)
     (tmp_path / "results" / "profile.json").write_text(json.dumps(test_plots.profile_doc()))
     text = execute(here / path.name, monkeypatch)
     if path.name != "02_variants.ipynb" or "GPU here" not in text:
@@ -84,6 +86,10 @@ def test_notebook_runs_on_synthetic_results(path, monkeypatch, tmp_path):
         assert text.count("struct MaxSum") == 1  # the header's text once, not once per kernel
     if path.name == "04_hardware_counts.ipynb":
         assert "measured / model passes" in text and "1.00/3r" in text
+    if path.name == "05_dtypes_and_ops.ipynb":
+        assert text.count("Recorded on Synthetic H200") == 4
+        assert "bfloat16  log_softmax_backward" in text and "x floor" in text and "dtype op" in text
+        assert "bfloat16 softmax (3.22 GB per tensor)" in text
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=NAMES)
@@ -94,3 +100,6 @@ def test_notebook_says_plainly_when_nothing_is_recorded(path, monkeypatch, tmp_p
         assert "No recorded bench results" in text and "softmax-lab bench --output" in text
     if path.name == "04_hardware_counts.ipynb":
         assert "No recorded profile yet" in text and "softmax-lab profile --output" in text
+    if path.name == "05_dtypes_and_ops.ipynb":
+        assert "No recorded dtype_op results" in text and "bash benchmarks/record.sh table" in text
+        assert "No recorded sweep_bf16 results" in text and "floor.torch_add" in text  # the traffic model still

@@ -145,3 +145,43 @@ def test_file_suffixes_keep_figures_of_several_files_apart():
     assert plots.file_suffix("bench", "bench") == ""
     assert plots.file_suffix("profile_rows", "profile") == "_rows"
     assert plots.file_suffix("r", "bench") == "_r"
+
+
+PAIRS = [("bfloat16", "softmax"), ("bfloat16", "softmax_backward"), ("float32", "log_softmax_backward")]
+
+
+def test_a_bench_of_several_dtypes_and_ops_is_one_figure_with_a_panel_each(tmp_path):
+    doc = synthetic.document("bench", torch=True, pairs=PAIRS)
+    assert plots.write_all(doc, tmp_path) == [tmp_path / "bench_time.png"]
+    fig = plots.bench_panels(doc)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[0].startswith("softmax, bfloat16, 4096 x 393216: floor copy.")
+    assert titles[1].startswith("softmax backward, bfloat16, 4096 x 393216: floor floor.torch_add")
+    assert "copy" in fig.axes[0].get_xlabel() and "two-read, one-write add" in fig.axes[2].get_xlabel()
+    assert [t.get_text() for t in fig.legends[0].get_texts()][0] == "the floor of the op (1.0)"
+    ticks = [t.get_text() for t in fig.axes[1].get_yticklabels()]
+    assert "torch.softmax_backward" in ticks and "copy.memcpy" not in ticks
+    # the diamond of torch's backward (4 reads + 1 write) sits at 5 / 3 of the floor
+    diamonds = [line for line in fig.axes[1].lines if line.get_marker() == "D" and len(line.get_xdata())]
+    assert 5 / 3 in [float(line.get_xdata()[0]) for line in diamonds]
+
+
+def test_one_bf16_run_is_labelled_with_its_dtype_and_op():
+    doc = synthetic.document("bench", torch=True, pairs=PAIRS[1:2])
+    fig = plots.bench_time(doc["runs"][0], doc=doc)
+    assert fig.axes[0].get_title().startswith("softmax backward of 4096 x 393216 bfloat16 on Synthetic H200")
+    assert fig.legends[0].get_texts()[0].get_text().startswith("two-read, one-write floor: floor.torch_add")
+
+
+def test_a_sweep_of_several_dtypes_and_ops_has_a_row_of_panels_each_and_a_labelled_grid():
+    doc = synthetic.document("sweep", torch=True, pairs=PAIRS[:2])
+    fig = plots.sweep(doc)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(titles) == 6 and titles[0].startswith("bfloat16 softmax, batch: 32 rows")
+    assert titles[3].startswith("bfloat16 softmax_backward, batch: 32 rows")
+    assert "copy" in fig.axes[0].get_ylabel() and "floor" in fig.axes[3].get_ylabel()
+    g = plots.grid(doc)
+    labels = [t.get_text() for t in g.axes[0].get_yticklabels()]
+    assert labels[0] == "bfloat16 softmax, 32 rows" and "bfloat16 softmax_backward, 32 rows" in labels
+    assert "torch.softmax_backward" in g.axes[0].get_title()
+    assert plots.to_png(g).startswith(PNG)
