@@ -102,20 +102,10 @@ def check_rows(rows: int, k: int = CHECK_ROWS, seed: int = 0) -> list[int]:
 
 
 def backward_reference(y, dy, op: str):
-    """dx in float64 from y (the forward output) and dy: softmax: y * (dy - sum(dy * y));
-    log_softmax: dy - exp(y) * sum(dy).  (reference.softmax_backward_reference and
-    log_softmax_backward_reference where softmax_lab has them.)"""
+    """dx in float64 from y (the forward output) and dy (reference.py's formulas)."""
     xp = _xp(y)
-    y, dy = y.astype(xp.float64), dy.astype(xp.float64)
-    fn = getattr(reference, f"{op}_reference", None)
-    if fn is not None:
-        try:
-            return fn(dy=dy, y=y)
-        except TypeError:  # another signature: the formula below
-            pass
-    if op == "softmax_backward":
-        return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
-    return dy - xp.exp(y) * dy.sum(axis=-1, keepdims=True)
+    fn = reference.softmax_backward_reference if op == "softmax_backward" else reference.log_softmax_backward_reference
+    return fn(dy.astype(xp.float64), y.astype(xp.float64))
 
 
 def op_reference(x, op: str, dy=None):

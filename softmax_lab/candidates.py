@@ -138,18 +138,13 @@ def reference_device() -> DeviceInfo:
 
 
 def _variant_passes(v, op: str) -> tuple[int, int]:
-    """(reads, writes) of a registered variant for `op`, from its traffic model
-    (Variant.traffic_bytes(rows, cols, itemsize, op)); where the registry does
-    not take an op yet, a backward reads y and dy as often as the forward reads x."""
-    try:
-        total = v.traffic_bytes(1, 1, 1, op=op)
-    except TypeError:  # a registry without backward traffic
-        total = (v.reads * (2 if is_backward(op) else 1)) + v.writes
+    """(reads, writes) of a registered variant for `op`, from its traffic model."""
+    total = v.traffic_bytes(1, 1, 1, op=op)
     return total - v.writes, v.writes
 
 
 def _holds(v, dtype: str, op: str) -> bool:
-    return dtype in getattr(v, "dtypes", ("float32",)) and op in getattr(v, "ops", ("softmax",))
+    return dtype in v.dtypes and op in v.ops
 
 
 def candidates(dtype: str = "float32", op: str = "softmax") -> tuple[Candidate, ...]:

@@ -48,20 +48,14 @@ def test_traffic_scales_with_the_dtype_and_a_backward_reads_two_arrays():
         cat.candidates("float64", "softmax")
 
 
-def test_a_registry_without_backward_traffic_reads_y_and_dy_as_often_as_x():
-    class Old:  # a Variant of before the backward ops: traffic_bytes(rows, cols, itemsize)
-        reads, writes = 2, 1
+def test_variant_passes_come_from_the_registry_traffic_model():
+    """A backward variant reads y and dy: two_pass twice each, single_read once each."""
+    from softmax_lab.variants import get_variant
 
-        def traffic_bytes(self, rows, cols, itemsize=4):
-            return rows * cols * 3 * itemsize
-
-    class New(Old):
-        def traffic_bytes(self, rows, cols, itemsize=4, op="softmax"):
-            return rows * cols * itemsize * (5 if op.endswith("backward") else 3)
-
-    assert cat._variant_passes(Old(), "softmax") == (2, 1)
-    assert cat._variant_passes(Old(), "softmax_backward") == (4, 1)
-    assert cat._variant_passes(New(), "log_softmax_backward") == (4, 1)
+    assert cat._variant_passes(get_variant("two_pass"), "softmax") == (2, 1)
+    assert cat._variant_passes(get_variant("two_pass"), "softmax_backward") == (4, 1)
+    assert cat._variant_passes(get_variant("multi_block"), "log_softmax_backward") == (4, 1)
+    assert cat._variant_passes(get_variant("three_pass"), "log_softmax") == (3, 1)
 
 
 def test_select_takes_the_names_of_the_op_and_refuses_unknown_ones():
