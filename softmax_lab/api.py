@@ -544,9 +544,12 @@ def _storage(dtype: np.dtype) -> np.dtype:
 
 
 def _as_cupy(a, dtype: np.dtype) -> cupy.ndarray:
-    """A CuPy view of a GPU array's memory (a bfloat16 torch tensor: an int16 view)."""
+    """A CuPy view of a GPU array's memory (a bfloat16 torch tensor: an int16 view;
+    a torch tensor that requires grad: its detached view, as the kernels read it)."""
     if isinstance(a, cupy.ndarray):
         return a
+    if getattr(a, "requires_grad", False):
+        a = a.detach()
     if dtype == BFLOAT16:
         import torch
 
@@ -609,7 +612,9 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
     y_ptr = plan.y_ptr
     if y_ptr is None:
         moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
-        result, y_ptr = _new_output(xv.kind == "torch", moved, xv.dtype, device, plan.axis, stream)
+        # a torch result for a torch x; a temporary (filled into out by a copy below) from CuPy's pool
+        result, y_ptr = _new_output(xv.kind == "torch" and not plan.copy_output, moved, xv.dtype, device,
+                                    plan.axis, stream)
     shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % 16, y_ptr % 16, xv.dtype.itemsize,
                   DTYPE_NAMES[xv.dtype], op, ld_g, g_ptr % 16)
     _, launch = launcher_for(shape, device_info(device), variant)

@@ -26,6 +26,9 @@ def log_softmax_reference(x, axis: int = -1):
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # 2^-126, the smallest normal float32
+
+
 def softmax_backward_reference(dy, y, axis: int = -1):
     """dx = y * (dy - sum(dy * y)) in float64, y the softmax output (torch's
     _softmax_backward_data); NaN and inf propagate as in torch's float32 math."""
@@ -58,9 +61,12 @@ def backward_scale(dy, y, op: str, axis: int = -1):
 
 
 def backward_error(out, ref, scale) -> float:
-    """The largest |out - ref| / scale (backward_scale) over the finite part of
-    ref; inf where the NaN pattern of out differs from ref's or an infinite ref
-    is not matched."""
+    """The largest |out - ref| / max(scale, float32's smallest normal) (scale:
+    backward_scale) over the finite part of ref; inf where the NaN pattern of
+    out differs from ref's or an infinite ref is not matched.  Below the
+    smallest normal float32 (1.2e-38) a float32 result is subnormal, with an
+    absolute spacing of 2^-149, so relative error there means nothing: softmax
+    outputs that small come from rows with a wide range (e^-100)."""
     xp = _xp(out)
     out = out.astype(xp.float64)
     keep = _finite_where_matched(xp, out, ref)
@@ -68,7 +74,7 @@ def backward_error(out, ref, scale) -> float:
         return float("inf")
     err = xp.where(keep, xp.abs(out - xp.where(keep, ref, 0.0)), 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rel = xp.where(err > 0, err / xp.where(keep, scale, 1.0), 0.0)
+        rel = xp.where(err > 0, err / xp.maximum(xp.where(keep, scale, 1.0), FLOAT32_TINY), 0.0)
     return float(xp.max(rel)) if rel.size else 0.0
 
 

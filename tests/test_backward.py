@@ -203,3 +203,16 @@ def test_other_arguments_are_checked_as_the_forward(function):
 def test_import_softmax_lab_does_not_import_torch():
     code = "import sys, softmax_lab; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_backward_error_ignores_the_spacing_of_subnormal_results():
+    """A float32 dx below the smallest normal float has an absolute spacing of 2^-149: an error of
+    one such step is no relative error, but one of 1e-6 of a normal-sized scale still counts."""
+    y = np.array([[1e-42, 1.0 - 1e-42]])
+    dy = np.array([[0.7, 0.1]])
+    ref = softmax_backward_reference(dy, y)
+    scale = backward_scale(dy, y, "softmax_backward")
+    got = np.array([[np.float32(ref[0, 0]) + np.float32(2.0**-149), ref[0, 1]]])
+    assert backward_error(got, ref, scale) <= 1e-6
+    got[0, 1] += 1e-5 * scale[0, 1]
+    assert backward_error(got, ref, scale) > 1e-6
