@@ -76,8 +76,8 @@ static_assert((long long)SR_STAGES * SR_CAPACITY * 16 + SR_CAPACITY / 2 + 1024 +
 // Registers: an SM's 4 partitions hold 16384 each and take the warps in turn.
 #define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
 #define SR_REGISTER_BUDGET (16384 / (32 * SR_WARPS_PER_PARTITION) / 8 * 8)
-// Others: 32, 40 without a cluster, 48 for halves without a cluster (measured with ptxas, variants.py).
-#define SR_OTHER_REGISTERS (SR_CLUSTER > 1 ? 32 : SOFTMAX_DTYPE == 0 ? 40 : 48)
+// Others: 32, 40 without a cluster, 76 for halves without a cluster (measured with ptxas, variants.py).
+#define SR_OTHER_REGISTERS (SR_CLUSTER > 1 ? 32 : SOFTMAX_DTYPE == 0 ? 40 : 76)
 static_assert(4 * SR_VPT + SR_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
               "the row (4 registers per vector) plus 32 others (40 without a cluster) must fit the register budget");
 
