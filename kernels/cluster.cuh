@@ -30,10 +30,11 @@ __device__ __forceinline__ unsigned long long l2_evict_first() {
     return policy;
 }
 
-// Copies `vecs` float4 from global memory into shared memory; the mbarrier
-// completes when the bytes have landed (an empty copy just arrives).  One
-// thread calls it; `policy` is an L2 cache policy.
-__device__ __forceinline__ void load_slice(float4* dst, const float4* src, i64 vecs, unsigned long long* bar,
+// Copies `vecs` 16-byte vectors (4 floats or 8 halves) from global memory
+// into shared memory; the mbarrier completes when the bytes have landed (an
+// empty copy just arrives).  One thread calls it; `policy` is an L2 cache
+// policy.
+__device__ __forceinline__ void load_slice(void* dst, const void* src, i64 vecs, unsigned long long* bar,
                                            unsigned long long policy) {
     const unsigned bytes = (unsigned)(vecs * 16);
     if (bytes == 0) {

@@ -1,8 +1,11 @@
-// single_read.cu: softmax that reads each element from device memory once
-// and writes it once (Hopper, sm_90).
+// single_read.cu: softmax (or log_softmax) that reads each element from
+// device memory once and writes it once (Hopper, sm_90).
 //
-// A row is split over the SR_CLUSTER thread blocks of a cluster; block b
-// holds slice b of the row (a contiguous run of float4 vectors) on chip:
+// Elements: float32, float16 or bfloat16 (SOFTMAX_DTYPE), the op softmax or
+// log_softmax (SOFTMAX_LOG): elements.cuh; float32 arithmetic throughout,
+// outputs rounded once.  A row is split over the SR_CLUSTER thread blocks of
+// a cluster; block b holds slice b of the row (a contiguous run of 16-byte
+// vectors: 4 floats or 8 halves) on chip:
 //
 //   1. a bulk asynchronous copy (cp.async.bulk, the copy engine) brings the
 //      slice into a shared-memory stage and completes on that stage's
@@ -10,27 +13,34 @@
 //      loading while this one is reduced and written;
 //   2. each thread moves its SR_VPT vectors from the stage into registers,
 //      and the stage is handed back to the copy engine at once;
-//   3. per thread: max m_t, then e = 2^((x - m_t) log2 e) in place and its
-//      sum; the block merges the (max, sum) pairs;
+//   3. per thread: max m_t, then e = 2^((x - m_t) log2 e) and its sum; the
+//      block merges the (max, sum) pairs.  float32 softmax keeps e in place
+//      of x (SR_IN_PLACE); the other builds keep x as loaded (halves stay
+//      packed, 4 registers per vector whatever the dtype) and compute the
+//      output from x in step 5;
 //   4. each block publishes its pair in its own shared memory; after one
 //      cluster barrier every thread reads the SR_CLUSTER pairs through
 //      distributed shared memory and merges them in a fixed order (the same
 //      in every block, so every block gets bitwise the same (M, S));
-//   5. y = e * e^(m_t - M) / S, stored with 16-byte stores at any alignment
-//      of y: where y is not aligned like x, each stored vector is made of two
-//      neighbouring ones (warp shuffles, and shared memory across warps), so
-//      only the 3 + 3 floats at a slice's ends are stored one by one.  Loads and stores
-//      carry an L2 evict-last policy (measured faster, notes/TUNING.md).
+//   5. y = e * e^(m_t - M) / S (in place), or from x: e^(x - M) / S,
+//      (x - M) - log(S) (RowOutput); stored with 16-byte stores at any
+//      alignment of y: where y is not aligned like x, each stored vector is
+//      made of two neighbouring ones (warp shuffles, and shared memory across
+//      warps), so only the 3 + 3 floats (7 + 7 halves) at a slice's ends are
+//      stored one by one.  Loads and stores carry an L2 evict-last policy
+//      (measured faster, notes/TUNING.md).
 //
-// Traffic: 1 read + 1 write = 8 bytes per fp32 element.
+// Traffic: 1 read + 1 write = 2 x element size bytes per element (8 for fp32).
 // Launch (persistent): 1-D grid of G * SR_CLUSTER blocks of SR_THREADS
 // threads, G at most the number of clusters that can be resident at once;
 // cluster g handles rows g, g + G, ...  Dynamic shared memory:
 // SR_STAGES * SR_THREADS * SR_VPT * 16 bytes.  A row fits when
-// ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT, vecs = its float4 count.
-// The scalar head and tail (row start not 16-byte aligned, n % 4 != 0; at
-// most 3 + 3 elements) are read with plain loads by block 0, one row ahead.
+// ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT, vecs = its 16-byte vector
+// count.  The scalar head and tail (row start not 16-byte aligned, n not a
+// multiple of the vector; at most 3 + 3 floats or 7 + 7 halves) are read
+// with plain loads by block 0, one row ahead.
 #include "cluster.cuh"
+#include "elements.cuh"
 
 #ifndef SR_CLUSTER
 #define SR_CLUSTER 1
@@ -66,16 +76,176 @@ static_assert((long long)SR_STAGES * SR_CAPACITY * 16 + SR_CAPACITY / 2 + 1024 +
 // Registers: an SM's 4 partitions hold 16384 each and take the warps in turn.
 #define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
 #define SR_REGISTER_BUDGET (16384 / (32 * SR_WARPS_PER_PARTITION) / 8 * 8)
-static_assert(4 * SR_VPT + (SR_CLUSTER == 1 ? 40 : 32) <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
+// Others: 32, 40 without a cluster, 76 for halves without a cluster (measured with ptxas, variants.py).
+#define SR_OTHER_REGISTERS (SR_CLUSTER > 1 ? 32 : SOFTMAX_DTYPE == 0 ? 40 : 76)
+static_assert(4 * SR_VPT + SR_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
               "the row (4 registers per vector) plus 32 others (40 without a cluster) must fit the register budget");
 
+// ------------------------------------------------------------ the vectors
+// SR_IN_PLACE: float32 softmax keeps e = e^(x - m_t) in the registers (one
+// exponential per element); the other builds keep x as loaded and compute the
+// output from it (softmax: a second exponential, of x - M).
+#define SR_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG)
+#define SR_VEC (16 / (int)sizeof(elem_t))  // elements per 16-byte vector
+
+#if SOFTMAX_DTYPE == 0
+typedef float4 vec_t;  // a 16-byte vector as loaded and stored
+__device__ __forceinline__ float4 empty_vec() { return neg_inf4(); }
+__device__ __forceinline__ float4 widen(float4 v) { return v; }
+__device__ __forceinline__ float4 narrow(float4 v) { return v; }
+#else
+typedef uint4 vec_t;
+#define SR_NEG_INF_PAIR (SOFTMAX_DTYPE == 1 ? 0xfc00fc00u : 0xff80ff80u)  // two halves of -inf
+__device__ __forceinline__ uint4 empty_vec() {
+    return make_uint4(SR_NEG_INF_PAIR, SR_NEG_INF_PAIR, SR_NEG_INF_PAIR, SR_NEG_INF_PAIR);
+}
+__device__ __forceinline__ Floats8 widen(uint4 raw) { return widen8<elem_t>(raw); }
+
+// The max of 8 packed halves, exactly, by half2 maxima (as fmaxf, a NaN is
+// ignored); the halves are not widened, so this pass needs no extra registers.
+__device__ __forceinline__ unsigned max2(unsigned a, unsigned b) {
+    unsigned d;
+#if SOFTMAX_DTYPE == 1
+    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+    return d;
+}
+
+__device__ __forceinline__ float vec_max(uint4 raw) {
+    const unsigned m = max2(max2(raw.x, raw.y), max2(raw.z, raw.w));
+    return fmaxf(to_float(elem_t{(unsigned short)(m & 0xffffu)}), to_float(elem_t{(unsigned short)(m >> 16)}));
+}
+__device__ __forceinline__ uint4 narrow(const Floats8& f) { return narrow8<elem_t>(f); }
+#endif
+
+// An empty asm that the compiler must assume changes v: the widened floats of
+// one pass are not kept (8 registers per vector of halves) for the next one,
+// which widens again (a few integer or HADD2 instructions per vector).
+__device__ __forceinline__ void opaque(float4& v) { asm volatile("" : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)); }
+__device__ __forceinline__ void opaque(uint4& v) { asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)); }
+
+__device__ __forceinline__ const vec_t* body_vecs(const RowSpanOf<elem_t>& r) {
+    return reinterpret_cast<const vec_t*>(r.x + r.head);
+}
+
+// Streaming (evict-first) scalar loads, widened to float.
+__device__ __forceinline__ float load_cs(const float* p) { return __ldcs(p); }
+__device__ __forceinline__ float load_cs(const half_bits* p) { return to_float(half_bits{__ldcs(&p->bits)}); }
+__device__ __forceinline__ float load_cs(const bf16_bits* p) { return to_float(bf16_bits{__ldcs(&p->bits)}); }
+
+__device__ __forceinline__ float4 load_evict_last(const float4* p) {
+    float4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p), "l"(l2_evict_last()));
+    return v;
+}
+
+__device__ __forceinline__ uint4 load_evict_last(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(l2_evict_last()));
+    return v;
+}
+
+// One evict-last 16-byte store to an aligned address.
+__device__ __forceinline__ void store_aligned(float* p, float4 v) { store_vec<true>(p, v); }
+
+__device__ __forceinline__ void store_aligned(void* p, uint4 v) {
+    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(v.x), "r"(v.y),
+                 "r"(v.z), "r"(v.w), "l"(l2_evict_last())
+                 : "memory");
+}
+
+// The next lane's vector (what store_shifted needs of it: 3 floats, or all 8 halves).
+__device__ __forceinline__ float4 shfl_next(float4 val) {
+    float4 next;
+    next.x = __shfl_down_sync(0xffffffffu, val.x, 1);
+    next.y = __shfl_down_sync(0xffffffffu, val.y, 1);
+    next.z = __shfl_down_sync(0xffffffffu, val.z, 1);
+    next.w = 0.f;
+    return next;
+}
+
+__device__ __forceinline__ uint4 shfl_next(uint4 val) {
+    return make_uint4(__shfl_down_sync(0xffffffffu, val.x, 1), __shfl_down_sync(0xffffffffu, val.y, 1),
+                      __shfl_down_sync(0xffffffffu, val.z, 1), __shfl_down_sync(0xffffffffu, val.w, 1));
+}
+
+__device__ __forceinline__ void store_run(const RowSpan& r, i64 j, float4 val, float4 next, bool next_valid,
+                                          bool first) {
+    store_shifted<true>(r, j, val, next, next_valid, first);
+}
+
+#if SOFTMAX_DTYPE != 0
+// store_shifted (common.cuh) for 8 packed halves: body vector j (`val`,
+// `next` is vector j + 1) at y's alignment, y_shift = d halves (1 to 7).
+// Output half e of the body lands on a 16-byte boundary when e % 8 == 8 - d,
+// so vector j contributes the aligned vector made of halves 8 - d .. 15 - d
+// of (val, next) when next is stored by the same run, else its last d halves
+// one by one; the first vector of a run also stores its first 8 - d halves
+// one by one.
+__device__ __forceinline__ void store_run(const RowSpanOf<elem_t>& r, i64 j, uint4 val, uint4 next,
+                                          bool next_valid, bool first) {
+    unsigned short* p = reinterpret_cast<unsigned short*>(r.y + r.head + 8 * j);
+    const int d = r.y_shift;
+    const unsigned w[8] = {val.x, val.y, val.z, val.w, next.x, next.y, next.z, next.w};
+    if (first) {
+#pragma unroll
+        for (int c = 0; c < 7; ++c)
+            if (c < 8 - d) p[c] = (unsigned short)(w[c >> 1] >> (16 * (c & 1)));
+    }
+    if (next_valid) {
+        const int q = (8 - d) >> 1;  // the first word of the aligned vector, then a half-word shift if d is odd
+        unsigned u[5];
+#pragma unroll
+        for (int i = 0; i < 5; ++i) u[i] = q == 0 ? w[i] : q == 1 ? w[i + 1] : q == 2 ? w[i + 2] : w[i + 3 < 8 ? i + 3 : 7];
+        uint4 out;
+        if (d & 1)
+            out = make_uint4(__funnelshift_r(u[0], u[1], 16), __funnelshift_r(u[1], u[2], 16),
+                             __funnelshift_r(u[2], u[3], 16), __funnelshift_r(u[3], u[4], 16));
+        else
+            out = make_uint4(u[0], u[1], u[2], u[3]);
+        store_aligned(p + 8 - d, out);
+    } else {
+#pragma unroll
+        for (int c = 1; c < 8; ++c)
+            if (c >= 8 - d) p[c] = (unsigned short)(w[c >> 1] >> (16 * (c & 1)));
+    }
+}
+#endif
+
+// store4_warp (common.cuh) for vec_t: lanes hold consecutive body vectors j0 +
+// l (`valid` for a prefix of the lanes), each warp's 32 vectors one run.
+// Every lane of the warp must call it.
+__device__ __forceinline__ void store_warp(const RowSpan& r, i64 j, float4 val, bool valid) {
+    store4_warp<true>(r, j, val, valid);
+}
+
+#if SOFTMAX_DTYPE != 0
+__device__ __forceinline__ void store_warp(const RowSpanOf<elem_t>& r, i64 j, uint4 val, bool valid) {
+    if (r.y_shift == 0) {
+        if (valid) store_aligned(r.y + r.head + 8 * j, val);
+        return;
+    }
+    const unsigned lane = threadIdx.x & 31;
+    const uint4 next = shfl_next(val);
+    const bool next_valid = __shfl_down_sync(0xffffffffu, (int)valid, 1) && lane < 31;
+    if (valid) store_run(r, j, val, next, next_valid, lane == 0);
+}
+#endif
+
+// ------------------------------------------------------------ the cluster kernel
 struct Slice {
-    RowSpan r;
+    RowSpanOf<elem_t> r;
     i64 v0;    // first body vector of this block's slice
     i64 vecs;  // vectors in this block's slice
 };
 
-__device__ __forceinline__ Slice slice_of(const float* x, float* y, i64 row, i64 n, i64 ld_x, i64 ld_y,
+__device__ __forceinline__ Slice slice_of(const elem_t* x, elem_t* y, i64 row, i64 n, i64 ld_x, i64 ld_y,
                                           unsigned rank) {
     Slice s;
     s.r = row_span(x + row * ld_x, y + row * ld_y, n);
@@ -88,19 +258,19 @@ __device__ __forceinline__ Slice slice_of(const float* x, float* y, i64 row, i64
 // The scalar (head or tail) element owned by this thread, or -inf.
 __device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
     const i64 k = threadIdx.x;
-    return (rank == 0 && k < scalar_count(s.r)) ? __ldcs(s.r.x + scalar_index(s.r, k)) : SOFTMAX_NEG_INF;
+    return (rank == 0 && k < scalar_count(s.r)) ? load_cs(s.r.x + scalar_index(s.r, k)) : SOFTMAX_NEG_INF;
 }
 
 extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #if SR_CLUSTER > 1
     __cluster_dims__(SR_CLUSTER, 1, 1)
 #endif
-        single_read(const float* __restrict__ x, float* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
-    extern __shared__ __align__(128) float4 stages[];  // SR_STAGES x SR_CAPACITY
+        single_read(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
+    extern __shared__ __align__(128) vec_t stages[];  // SR_STAGES x SR_CAPACITY
     __shared__ __align__(8) unsigned long long full[SR_STAGES];
     __shared__ MaxSum published[2];  // this block's pair, by row parity
     __shared__ MaxSum scratch[32];
-    __shared__ float4 firsts[SR_VPT][SR_WARPS];  // each warp's first output vector, for realigned stores
+    __shared__ vec_t firsts[SR_VPT][SR_WARPS];  // each warp's first output vector, for realigned stores
 
     const unsigned rank = cluster_rank<SR_CLUSTER>();
     const i64 cluster = blockIdx.x / SR_CLUSTER, clusters = gridDim.x / SR_CLUSTER;
@@ -116,7 +286,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it) {
             const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
-            load_slice(stages + it * SR_CAPACITY, body_in(s.r) + s.v0, s.vecs, &full[it], l2_evict_last());
+            load_slice(stages + it * SR_CAPACITY, body_vecs(s.r) + s.v0, s.vecs, &full[it], l2_evict_last());
         }
     }
     float scalar_next =
@@ -129,30 +299,31 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 
         // 2. stage -> registers, then hand the stage back to the copy engine.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
-        const float4* buf = stages + stage * SR_CAPACITY;
-        float4 v[SR_VPT];
+        const vec_t* buf = stages + stage * SR_CAPACITY;
+        vec_t v[SR_VPT];
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
-            v[k] = j < s.vecs ? buf[j] : neg_inf4();
+            v[k] = j < s.vecs ? buf[j] : empty_vec();
         }
         __syncthreads();
         if (it + SR_STAGES < my_rows) {
             if (t == 0) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 const Slice next = slice_of(x, y, cluster + (it + SR_STAGES) * clusters, n, ld_x, ld_y, rank);
-                load_slice(stages + stage * SR_CAPACITY, body_in(next.r) + next.v0, next.vecs, &full[stage],
+                load_slice(stages + stage * SR_CAPACITY, body_vecs(next.r) + next.v0, next.vecs, &full[stage],
                            l2_evict_last());
             }
         }
         if (it + 1 < my_rows) scalar_next = load_scalar(slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank), rank);
 
-        // 3. per-thread max, exponentials in place, sum; block merge.
+        // 3. per-thread max, exponentials, sum; block merge.
         float m = scalar;
 #pragma unroll
-        for (int k = 0; k < SR_VPT; ++k) m = fmaxf(m, max4(v[k]));
+        for (int k = 0; k < SR_VPT; ++k) m = fmaxf(m, vec_max(v[k]));
         const float base = exp_base(m);
         float sum = 0.f;
+#if SR_IN_PLACE
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             v[k] = scale4(v[k], base, 1.f);
@@ -160,6 +331,14 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         }
         scalar = exp_approx(scalar - base);
         sum += scalar;
+#else
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) {
+            opaque(v[k]);
+            sum += vec_exp_sum(widen(v[k]), base);
+        }
+        sum += exp_approx(scalar - base);
+#endif
         const MaxSum block = block_merge({m, sum}, scratch);
 
         // 4. cluster-wide merge through distributed shared memory.
@@ -167,20 +346,38 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         cluster_sync<SR_CLUSTER>();
         const MaxSum total = cluster_merge<SR_CLUSTER>(&published[it & 1]);
 
-        // 5. normalise and store.  m = -inf here means all of this thread's
+        // 5. the output.  In place, m = -inf means all of this thread's
         // elements are -inf: e^(m - M) is 0, or NaN when the whole row is -inf.
+#if SR_IN_PLACE
         const float scale = exp_approx(m - total.max) * (1.f / total.sum);
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) v[k] = mul4(v[k], scale);
+#else
+#if SOFTMAX_LOG
+        // log(S) + 0 * (1 / S) is log(S) (S >= 1, or 0 or NaN for a row whose
+        // output is NaN anyway); the IEEE division, a called subroutine, makes
+        // ptxas schedule the output pass without spills (NVRTC 12.9: without
+        // it, 8 x 512 x 24 halves spill 516 bytes, and clusters of one
+        // block from 14 vectors per thread).
+        const RowOutput f = {total.max, logf(total.sum) + 0.f * (1.f / total.sum)};
+#else
+        const RowOutput f = row_output(total.max, total.sum);
+#endif
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) {
+            opaque(v[k]);
+            v[k] = narrow(f(widen(v[k])));
+        }
+#endif
         if (s.r.y_shift == 0) {
 #pragma unroll
             for (int k = 0; k < SR_VPT; ++k) {
                 const i64 j = t + k * SR_THREADS;
-                if (j < s.vecs) store_vec<true>(s.r.y + s.r.head + 4 * (s.v0 + j), v[k]);
+                if (j < s.vecs) store_aligned(s.r.y + s.r.head + SR_VEC * (s.v0 + j), v[k]);
             }
         } else {
             // y is not aligned like x (the whole block takes this branch): the
-            // slice is one run of store_shifted, vector j + 1 from the next
+            // slice is one run of store_run, vector j + 1 from the next
             // lane, or for a warp's last lane from the next warp's first
             // vector (published in `firsts`; the block's last warp takes
             // thread 0's vector of the next k).
@@ -193,34 +390,27 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #pragma unroll
             for (int k = 0; k < SR_VPT; ++k) {
                 const i64 j = t + k * SR_THREADS;
-                const float4 val = v[k];
-                float4 next;
-                next.x = __shfl_down_sync(0xffffffffu, val.x, 1);
-                next.y = __shfl_down_sync(0xffffffffu, val.y, 1);
-                next.z = __shfl_down_sync(0xffffffffu, val.z, 1);
-                next.w = 0.f;
+                const vec_t val = v[k];
+                vec_t next = shfl_next(val);
                 if (lane == 31) {
                     if (warp + 1 < SR_WARPS) next = firsts[k][warp + 1];
                     else if (k + 1 < SR_VPT) next = firsts[(k + 1) % SR_VPT][0];
                 }
-                if (j < s.vecs) store_shifted<true>(s.r, s.v0 + j, val, next, j + 1 < s.vecs, j == 0);
+                if (j < s.vecs) store_run(s.r, s.v0 + j, val, next, j + 1 < s.vecs, j == 0);
             }
         }
+#if SR_IN_PLACE
         if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = scalar * scale;
+#else
+        if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(f(scalar));
+#endif
     }
     cluster_sync<SR_CLUSTER>();  // no block leaves while another may still read its pairs
 }
 
-__device__ __forceinline__ float4 load4_evict_last(const float4* p) {
-    float4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "l"(p), "l"(l2_evict_last()));
-    return v;
-}
-
-// Rows of at most 32 * SR_WARP_VPT float4: one warp per row, the row in
-// registers, warp shuffles for the reductions (no shared memory, no block
+// ------------------------------------------------------------ the warp kernel
+// Rows of at most 32 * SR_WARP_VPT 16-byte vectors: one warp per row, the row
+// in registers, warp shuffles for the reductions (no shared memory, no block
 // barrier); loads and stores with the evict-last policy, as above.  Launch:
 // blocks of 32 threads, one per row (the block loops over rows blockIdx.x +
 // k * gridDim.x beyond the grid).
@@ -230,25 +420,26 @@ __device__ __forceinline__ float4 load4_evict_last(const float4* p) {
 static_assert(SR_WARP_VPT >= 1 && 4 * SR_WARP_VPT + 32 <= 128, "the row must fit 128 registers per thread");
 
 extern "C" __global__ void __launch_bounds__(32, 16)
-    single_read_warp(const float* __restrict__ x, float* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
+    single_read_warp(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
     const unsigned lane = threadIdx.x;
     for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
-        const RowSpan r = row_span(x + row * ld_x, y + row * ld_y, n);
-        const float4* in = body_in(r);
-        float4 v[SR_WARP_VPT];
+        const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
+        const vec_t* in = body_vecs(r);
+        vec_t v[SR_WARP_VPT];
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = lane + 32 * k;
-            v[k] = j < r.vecs ? load4_evict_last(in + j) : neg_inf4();
+            v[k] = j < r.vecs ? load_evict_last(in + j) : empty_vec();
         }
         const bool owns_scalar = lane < scalar_count(r);
-        float scalar = owns_scalar ? r.x[scalar_index(r, lane)] : SOFTMAX_NEG_INF;
+        float scalar = owns_scalar ? to_float(r.x[scalar_index(r, lane)]) : SOFTMAX_NEG_INF;
         float m = scalar;
 #pragma unroll
-        for (int k = 0; k < SR_WARP_VPT; ++k) m = fmaxf(m, max4(v[k]));
+        for (int k = 0; k < SR_WARP_VPT; ++k) m = fmaxf(m, vec_max(v[k]));
         m = warp_max(m);
         const float base = exp_base(m);
         float sum = exp_approx(scalar - base);
+#if SR_IN_PLACE
         scalar = sum;
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
@@ -257,15 +448,31 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         }
         // e^(base - m) is 1, or NaN-making inf when the whole row is -inf.
         const float scale = exp_approx(base - m) / warp_sum(sum);
-        // A warp's 32 vectors are one run of store_shifted (store4_warp).  (A
+        const auto out = [scale](float4 e) { return mul4(e, scale); };
+        const auto out1 = [scale](float e) { return e * scale; };
+#else
+#pragma unroll
+        for (int k = 0; k < SR_WARP_VPT; ++k) {
+            opaque(v[k]);
+            sum += vec_exp_sum(widen(v[k]), base);
+        }
+        // m = -inf (the whole row -inf) gives NaN: e^(-inf - -inf), -inf - -inf.
+        const RowOutput f = row_output(m, warp_sum(sum));
+        const auto out = [f](vec_t x) {
+            opaque(x);
+            return narrow(f(widen(x)));
+        };
+        const auto out1 = [f](float x) { return from_float<elem_t>(f(x)); };
+#endif
+        // A warp's 32 vectors are one run of store_run (store_warp).  (A
         // whole-row run, lane 31 taking lane 0's vector of the next k, must have
         // lane 0 *provide* that vector to the shuffle: run7 shows the first try,
         // where lane 31 asked for it, wrong; kept per warp until measured.)
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = lane + 32 * k;
-            store4_warp<true>(r, j, mul4(v[k], scale), j < r.vecs);
+            store_warp(r, j, out(v[k]), j < r.vecs);
         }
-        if (owns_scalar) r.y[scalar_index(r, lane)] = scalar * scale;
+        if (owns_scalar) r.y[scalar_index(r, lane)] = out1(scalar);
     }
 }

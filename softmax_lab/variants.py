@@ -199,6 +199,8 @@ VECTOR_BYTES = 16  # every kernel moves 16-byte vectors (4 fp32, 8 fp16/bf16 ele
 REGISTERS_PER_SM = 65536  # every sm_70+ device
 OTHER_REGISTERS = 32  # registers per thread besides the row (indices, reductions)
 OTHER_REGISTERS_ONE_BLOCK = 40  # the same for clusters of one block (measured with ptxas: 1-8 more)
+# ... and for halves: at 128 registers, 14 to 18 vectors per thread spilled (ptxas, NVRTC 12.9), 13 did not
+OTHER_REGISTERS_ONE_BLOCK_HALVES = 76
 MAX_VPT = 24  # vectors per thread in registers (8 x 512 x 24 is the measured best at 393216)
 VPT_TARGET = 16
 GOOD_FILL = 0.93
@@ -274,12 +276,15 @@ def _register_budget(threads: int, blocks_per_sm: int) -> int:
     return min(255, REGISTERS_PER_SM // 4 // (32 * warps_per_partition) // 8 * 8)
 
 
-def _other_registers(cluster: int) -> int:
-    return OTHER_REGISTERS_ONE_BLOCK if cluster == 1 else OTHER_REGISTERS
+def _other_registers(cluster: int, itemsize: int = ITEMSIZE) -> int:
+    if cluster > 1:
+        return OTHER_REGISTERS
+    return OTHER_REGISTERS_ONE_BLOCK if itemsize == ITEMSIZE else OTHER_REGISTERS_ONE_BLOCK_HALVES
 
 
-def _max_vpt(threads: int, blocks_per_sm: int, cluster: int = 2) -> int:
-    return min(MAX_VPT, (_register_budget(threads, blocks_per_sm) - _other_registers(cluster)) // 4)
+def _max_vpt(threads: int, blocks_per_sm: int, cluster: int = 2, itemsize: int = ITEMSIZE) -> int:
+    """Vectors per thread in registers: halves stay packed, 4 registers per 16-byte vector as floats."""
+    return min(MAX_VPT, (_register_budget(threads, blocks_per_sm) - _other_registers(cluster, itemsize)) // 4)
 
 
 def _block_smem(threads: int, vpt: int, stages: int) -> int:
@@ -294,7 +299,7 @@ def _smem_budget(dev: DeviceInfo, blocks_per_sm: int) -> int:
 
 
 def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TARGET,
-                cluster: int = 2, smem_budget: int = 1 << 30) -> tuple[int, int] | None:
+                cluster: int = 2, smem_budget: int = 1 << 30, itemsize: int = ITEMSIZE) -> tuple[int, int] | None:
     """(threads, vpt) for a slice of `per_block` vectors, or None if no block
     holds it: at least MIN_THREADS_PER_SM / blocks_per_sm threads (fewer only
     for shorter slices), within the register budget and a stage of at most
@@ -304,7 +309,7 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
     fewest = min(MIN_THREADS_PER_SM // blocks_per_sm, -(-per_block // 32) * 32)
     for threads in range(fewest, 1025, 32):
         vpt = max(1, -(-per_block // threads))
-        if vpt > _max_vpt(threads, blocks_per_sm, cluster) or _block_smem(threads, vpt, 1) > smem_budget:
+        if vpt > _max_vpt(threads, blocks_per_sm, cluster, itemsize) or _block_smem(threads, vpt, 1) > smem_budget:
             continue
         fill = per_block / (threads * vpt)
         key = (fill >= GOOD_FILL, -abs(vpt - vpt_target) if fill >= GOOD_FILL else 0, fill, threads)
@@ -314,10 +319,10 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
 
 
 def _config_for(vecs: int, cluster: int, blocks_per_sm: int, dev: DeviceInfo,
-                vpt_target: int = VPT_TARGET) -> ClusterConfig | None:
+                vpt_target: int = VPT_TARGET, itemsize: int = ITEMSIZE) -> ClusterConfig | None:
     """Steps 2 and 3 of the rule for one cluster size and blocks per SM."""
     budget = _smem_budget(dev, blocks_per_sm)
-    shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster, budget)
+    shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster, budget, itemsize)
     if shape is None:
         return None
     stage = shape[0] * shape[1] * VECTOR_BYTES
@@ -331,12 +336,12 @@ def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
     """The configurations step 4 chooses from: the smallest cluster that holds
     rows of `cols` on `dev` and the next, one or two blocks per SM."""
     vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
-    sizes = [c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and _config_for(vecs, c, 1, dev, vpt_target)]
+    sizes = [c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and _config_for(vecs, c, 1, dev, vpt_target, itemsize)]
     sizes = sizes[:1] + [c for c in sizes[1:2] if vecs // c >= MIN_SLICE]
     found = []
     for cluster in sizes:
         for blocks_per_sm in (1, 2):
-            config = _config_for(vecs, cluster, blocks_per_sm, dev, vpt_target)
+            config = _config_for(vecs, cluster, blocks_per_sm, dev, vpt_target, itemsize)
             if config is not None:
                 found.append(config)
     return found
@@ -351,9 +356,9 @@ def estimated_groups(config, dev: DeviceInfo) -> int:
 
 
 def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, groups: int | None = None,
-              smallest_cluster: int | None = None) -> float:
+              smallest_cluster: int | None = None, itemsize: int = ITEMSIZE) -> float:
     """Estimated time, in vectors moved by one block: rounds x slice x blocks per SM."""
-    vecs = max(1, -(-cols * ITEMSIZE // VECTOR_BYTES))
+    vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
     rounds = -(-rows // (groups or estimated_groups(config, dev))) + 1
     per_block = -(-vecs // config.cluster)
     larger = config.cluster > (smallest_cluster or config.cluster)
@@ -367,21 +372,24 @@ def single_read_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize
     if not found:
         return None
     smallest = found[0].cluster
-    return min(found, key=lambda c: plan_cost(c, rows, cols, dev, smallest_cluster=smallest))
+    return min(found, key=lambda c: plan_cost(c, rows, cols, dev, smallest_cluster=smallest, itemsize=itemsize))
 
 
-def _cluster_kernel(source: str, config, dev: DeviceInfo) -> cupy.RawKernel:
-    """The cluster kernel of kernels/<source> built for `config`, with its dynamic
-    shared memory and (past 8 blocks) the non-portable cluster size allowed."""
-    kernel = loader.get_kernel(source, source.removesuffix(".cu"), config.defines(dev), device_id=dev.id)
+def _cluster_kernel(source: str, config, dev: DeviceInfo, defines: dict[str, int] | None = None) -> cupy.RawKernel:
+    """The cluster kernel of kernels/<source> built for `config` (and the dtype and
+    op `defines`), with its dynamic shared memory and (past 8 blocks) the
+    non-portable cluster size allowed."""
+    kernel = loader.get_kernel(source, source.removesuffix(".cu"), config.defines(dev) | (defines or {}),
+                               device_id=dev.id)
     kernel.max_dynamic_shared_size_bytes = config.smem_bytes
     if config.cluster > 8:
         cupy.cuda.driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
     return kernel
 
 
-def single_read_kernel(config: ClusterConfig, dev: DeviceInfo) -> cupy.RawKernel:
-    return _cluster_kernel("single_read.cu", config, dev)
+def single_read_kernel(config: ClusterConfig, dev: DeviceInfo, dtype: str = "float32",
+                       op: str = "softmax") -> cupy.RawKernel:
+    return _cluster_kernel("single_read.cu", config, dev, kernel_defines(dtype, op))
 
 
 def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
@@ -394,9 +402,11 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
     return max_active_clusters(kernel, config.cluster, config.threads, config.smem_bytes)
 
 
-# Rows of at most WARP_ROW_COLS elements: one warp per row (single_read_warp).
+# Rows of at most WARP_ROW_BYTES (WARP_ROW_COLS fp32 elements, twice as many
+# halves): one warp per row (single_read_warp).
 WARP_ROW_VPT = 8
-WARP_ROW_COLS = 32 * WARP_ROW_VPT * 4
+WARP_ROW_BYTES = 32 * WARP_ROW_VPT * VECTOR_BYTES
+WARP_ROW_COLS = WARP_ROW_BYTES // ITEMSIZE
 
 # The configurations derived on an H200 for representative row lengths: the
 # builds that the compile checks (tests, `softmax-lab info`) cover.
@@ -431,8 +441,9 @@ def _cluster_launcher(make_kernel: Callable, config, shape: Shape, dev: DeviceIn
 
 def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | None = None,
                          groups: int | None = None) -> Launcher:
-    if config is None and shape.cols <= WARP_ROW_COLS:
-        function = loader.get_kernel("single_read.cu", "single_read_warp", {"SR_WARP_VPT": WARP_ROW_VPT},
+    defines = kernel_defines(shape.dtype, shape.op)
+    if config is None and shape.cols * shape.itemsize <= WARP_ROW_BYTES:
+        function = loader.get_kernel("single_read.cu", "single_read_warp", {"SR_WARP_VPT": WARP_ROW_VPT} | defines,
                                      device_id=dev.id).kernel
         grid = (min(shape.rows, 2**31 - 1),)
         scalars = shape.scalars()
@@ -443,20 +454,26 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
         return launch_warp
     config = config or single_read_config(shape.cols, dev, shape.rows, shape.itemsize)
     if config is None:
-        raise CannotRun(f"variant 'single_read' holds rows of at most {_single_read_limit(dev)} elements "
-                        f"on {dev.name}; got {shape.cols}")
+        raise CannotRun(f"variant 'single_read' holds rows of at most "
+                        f"{_single_read_limit(dev, shape.dtype, shape.op)} {shape.dtype} elements on {dev.name}; "
+                        f"got {shape.cols}")
     if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
             _block_smem(config.threads, config.vpt, config.stages) + SMEM_RESERVED > dev.smem_optin_bytes:
         raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
-    return _cluster_launcher(single_read_kernel, config, shape, dev, groups, "single_read")
+    if config.cluster == 1 and 4 * config.vpt + _other_registers(1, shape.itemsize) > \
+            _register_budget(config.threads, config.blocks_per_sm):
+        raise CannotRun(f"variant 'single_read': {config} exceeds the register budget for {shape.dtype}")
+    return _cluster_launcher(lambda c, d: single_read_kernel(c, d, shape.dtype, shape.op), config, shape, dev,
+                             groups, "single_read")
 
 
-def _single_read_limit(dev: DeviceInfo) -> int:
-    """The longest fp32 row single_read holds on `dev`: the largest cluster, the
-    largest slice a block holds in registers (within its shared memory)."""
+def _single_read_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
+    """The longest row of `dtype` single_read holds on `dev`: the largest cluster,
+    the largest slice a block holds in registers (within its shared memory);
+    16-byte vectors, so twice as many halves as floats."""
     per_block = max((t * min(_max_vpt(t, 1), _smem_budget(dev, 1) * 2 // (t * (2 * VECTOR_BYTES + 1)))
                      for t in range(MIN_THREADS_PER_SM, 1025, 32)), default=0)
-    return MAX_CLUSTER * per_block * VECTOR_BYTES // ITEMSIZE
+    return MAX_CLUSTER * per_block * VECTOR_BYTES // DTYPES[dtype]
 
 
 # ------------------------------------------------------------------ long rows
@@ -567,7 +584,8 @@ class Variant:
     summary: str
     launch_rule: str
     prepare_launch: Callable[..., Launcher] = field(repr=False)
-    max_cols: Callable[[DeviceInfo], float] = field(default=lambda dev: math.inf, repr=False)
+    # max_cols(dev, dtype="float32", op="softmax"): the longest row it holds
+    max_cols: Callable[..., float] = field(default=lambda dev, dtype="float32", op="softmax": math.inf, repr=False)
     dtypes: tuple[str, ...] = tuple(DTYPES)  # the element types its kernels take
     ops: tuple[str, ...] = OPS  # forward and backward ops its kernels compute
     no_backward: str = ""  # why it has no backward kernels, where it has none by design
@@ -594,8 +612,9 @@ class Variant:
             cc = self.min_compute_capability
             return (f"variant {self.name!r} needs compute capability {cc // 10}.{cc % 10} or newer; "
                     f"{dev.name} has {dev.compute_capability // 10}.{dev.compute_capability % 10}")
-        if cols > self.max_cols(dev):
-            return f"variant {self.name!r} holds rows of at most {self.max_cols(dev)} elements on {dev.name}; got {cols}"
+        if cols > self.max_cols(dev, dtype, op):
+            return (f"variant {self.name!r} holds rows of at most {self.max_cols(dev, dtype, op)} {dtype} elements "
+                    f"on {dev.name}; got {cols}")
         return None
 
     def prepare(self, shape: Shape, dev: DeviceInfo, **knobs) -> Launcher:
@@ -645,12 +664,11 @@ _ALL = (
         entries=("single_read", "single_read_warp"),
         reads=1, writes=1, min_compute_capability=90,
         summary="row held on chip across a thread-block cluster, combined through distributed shared memory",
-        launch_rule=(f"rows <= {WARP_ROW_COLS}: one warp per row; longer: a persistent grid of resident "
-                     "clusters, configuration derived from rows, row length and device (single_read_config)"),
+        launch_rule=(f"rows of <= {WARP_ROW_BYTES} bytes: one warp per row; longer: a persistent grid of resident "
+                     "clusters, configuration derived from rows, row length, element size and device "
+                     "(single_read_config)"),
         prepare_launch=_prepare_single_read,
         max_cols=_single_read_limit,
-        dtypes=("float32",),  # float16, bfloat16 and log_softmax: issue 8, part 2
-        ops=("softmax",),
     ),
     Variant(
         name="long_row",
@@ -661,6 +679,8 @@ _ALL = (
                  "the rest read twice (the second time mostly from L2)"),
         launch_rule="a persistent grid of resident clusters of 4, 8 or 16 blocks, 512 threads per SM (long_row_config)",
         prepare_launch=_prepare_long_row,
+        # float32 softmax only: auto does not pick it (slower than multi_block,
+        # runs 5-6), so its halves and log_softmax builds wait for a faster design.
         dtypes=("float32",),
         ops=("softmax",),
     ),
@@ -682,21 +702,30 @@ def get_variant(name: str) -> Variant:
         raise ValueError(f"unknown variant {name!r}; known: 'auto', {', '.join(map(repr, _REGISTRY))}") from None
 
 
-# variant="auto": (longest row, variants in order of preference).  Rows of
-# up to 1024 elements: a warp per row (single_read_warp).  Rows up to 4096
-# stay in L1/L2 between passes, so three_pass moves no more device memory than
-# one read there and has the least overhead.  Longer rows go to single_read
-# where the device has it (its plan depends on rows, row length and device),
-# and past what a cluster holds (or without Hopper) to the two-read
-# algorithms, split over blocks for very long rows.  long_row, which reads
-# most of a long row once, measured slower than multi_block on the H200 (runs
-# 5 and 6: 1.65-2.0 against 1.55 x copy), so auto does not pick it yet.
-AUTO_RULES = (
-    (WARP_ROW_COLS, ("single_read", "three_pass")),
-    (4096, ("three_pass",)),
-    (65536, ("single_read", "two_pass")),
-    (math.inf, ("single_read", "multi_block")),
-)
+# variant="auto": by element size, (longest row in bytes, variants in order
+# of preference).  Rows of up to 4 KB (1024 floats, 2048 halves): a warp per
+# row (single_read_warp).  Rows up to 16 KB stay in L1/L2 between passes, so
+# three_pass moves no more device memory than one read there and has the
+# least overhead.  Longer rows go to single_read where the device has it (its
+# plan depends on rows, row length, element size and device), and past what a
+# cluster holds (or without Hopper) to the two-read algorithms: for floats
+# two_pass up to 256 KB rows, then split over blocks (multi_block); for halves
+# two_pass measured faster than multi_block up to 393216 elements (H200,
+# 2026-11-30, ÷ copy: 4096 x 393216 fp16 1.55 against 1.60, 4096 x 151936
+# bf16 1.41 against 1.51, 512 x 100003 1.53 against 1.90), so up to 768 KB.
+# long_row, which reads most of a long row once, measured slower than
+# multi_block on the H200 (runs 5 and 6: 1.65-2.0 against 1.55 x copy), so
+# auto does not pick it yet.
+AUTO_RULES = {
+    4: ((WARP_ROW_BYTES, ("single_read", "three_pass")),
+        (16384, ("three_pass",)),
+        (262144, ("single_read", "two_pass")),
+        (math.inf, ("single_read", "multi_block"))),
+    2: ((WARP_ROW_BYTES, ("single_read", "three_pass")),
+        (16384, ("three_pass",)),
+        (786432, ("single_read", "two_pass")),
+        (math.inf, ("single_read", "multi_block"))),
+}
 
 
 # Variants that run every shape on every device: auto's last resort.
@@ -706,7 +735,7 @@ FALLBACKS = ("two_pass", "multi_block")
 def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     """variant="auto": the variants to try for this shape on this device, best first.
     The api takes the first whose prepare() does not raise CannotRun."""
-    names = next(names for limit, names in AUTO_RULES if shape.cols <= limit)
+    names = next(names for limit, names in AUTO_RULES[shape.itemsize] if shape.cols * shape.itemsize <= limit)
     names = names + tuple(n for n in FALLBACKS if n not in names)
     return tuple(_REGISTRY[n] for n in names
                  if _REGISTRY[n].unsupported_reason(shape.cols, dev, shape.dtype, shape.op) is None)

@@ -157,7 +157,7 @@ def test_result_types():
     with pytest.raises(TypeError, match="out must be bfloat16"):
         softmax_lab.softmax(xb, out=torch.empty(4, 100, device="cuda", dtype=torch.float16))
     with pytest.raises(ValueError, match="float32 only"):
-        softmax_lab.softmax(xb, variant="single_read")
+        softmax_lab.softmax(xb, variant="long_row")
     with pytest.raises(ValueError, match="softmax only"):
         softmax_lab.log_softmax(torch.randn(4, 100, device="cuda"), variant="long_row")
 

@@ -42,7 +42,7 @@ def _builds():
         for dtype in v.dtypes:
             for op in v.ops:
                 if (dtype, op) != ("float32", "softmax"):
-                    for arch in ("sm_80", "sm_90"):
+                    for arch in ("sm_90",) if v.min_compute_capability >= 90 else ("sm_80", "sm_90"):
                         yield pytest.param(v.source, arch, kernel_defines(dtype, op), id=f"{v.name}-{dtype}-{op}-{arch}")
     yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": WARP_ROW_VPT}, id="single_read_warp")
     for c in _derived_configs():

@@ -1,0 +1,259 @@
+"""single_read for float16, bfloat16 and log_softmax on the GPU: through
+softmax_lab.softmax/log_softmax(variant="single_read") and through the
+registry's launchers, on random shapes (odd lengths, x[:, k:] views, outputs
+misaligned by every 2-byte step), one and 132 rows, -inf/NaN rows, poisoned
+outputs, more than 2^31 elements, and compute-sanitizer.  Halves within 1 ulp
+of the dtype against float64 (log_softmax: plus float32's resolution of
+log(sum), as tests/test_dtypes_gpu.py), float32 within 1e-6 relative."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import softmax_lab
+import softmax_lab.variants  # noqa: F401
+from softmax_lab.reference import log_softmax_reference, relative_error, softmax_reference, ulp_error
+
+V = sys.modules["softmax_lab.variants"]
+pytestmark = pytest.mark.gpu
+
+DTYPES = ["float32", "float16", "bfloat16"]
+OPS = ["softmax", "log_softmax"]
+LOG_FLOOR = 2.0**-22
+FUNCTIONS = {"softmax": softmax_lab.softmax, "log_softmax": softmax_lab.log_softmax}
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _hopper():
+    dev = softmax_lab.device_info()
+    if dev.compute_capability < 90:
+        pytest.skip("single_read needs sm_90")
+    return dev
+
+
+def _error(out, x, dtype, op):
+    x64 = x.detach().double().cpu().numpy()
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ref = (softmax_reference if op == "softmax" else log_softmax_reference)(x64)
+        got = out.detach().double().cpu().numpy()
+        if dtype == "float32":
+            return relative_error(got, ref)
+        return ulp_error(got, ref, dtype, LOG_FLOOR if op == "log_softmax" else 0.0)
+
+
+def _ok(err, dtype):
+    return err < 1e-6 if dtype == "float32" else err <= 1.0
+
+
+def _input(torch, rows, cols, dtype, x_off=0, seed=0, scale=4.0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    base = (torch.randn(rows, cols + x_off, device="cuda", generator=g) * scale).to(getattr(torch, dtype))
+    return base[:, x_off:]
+
+
+def _poisoned_out(torch, rows, cols, dtype, y_off=0):
+    yb = torch.full((rows, cols + y_off), float("nan"), device="cuda", dtype=getattr(torch, dtype))
+    return yb[:, y_off:], yb
+
+
+def _launch(x, y, op, **knobs):
+    """The registry's launcher, as the api builds it (x, y torch views with unit stride in a row)."""
+    torch = _torch()
+    dev = softmax_lab.device_info()
+    dtype = str(x.dtype).removeprefix("torch.")
+    shape = V.Shape(x.shape[0], x.shape[1], x.stride(0), y.stride(0), x.data_ptr() % 16, y.data_ptr() % 16,
+                    itemsize=x.element_size(), dtype=dtype, op=op)
+    launch = V.get_variant("single_read").prepare(shape, dev, **knobs)
+    import cupy
+
+    launch(x.data_ptr(), y.data_ptr(), cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_random_shapes_through_the_api(dtype, op):
+    torch = _torch()
+    _hopper()
+    rng = np.random.default_rng(abs(hash((dtype, op, "sr"))) % 2**32)
+    limit = V.get_variant("single_read").max_cols(softmax_lab.device_info(), dtype, op)
+    for _ in range(40):
+        kind = rng.integers(4)
+        cols = [int(rng.integers(1, 3000)), int(rng.integers(3000, 70000)),
+                int(np.exp(rng.uniform(np.log(70000), np.log(min(limit, 1_600_000))))),
+                2 * int(rng.integers(1, 200_000)) + 1][kind]
+        rows = int(rng.integers(1, max(2, min(300, 4_000_000 // cols))))
+        x = _input(torch, rows, cols, dtype, int(rng.integers(0, 9)), seed=int(rng.integers(1 << 30)),
+                   scale=float(rng.uniform(0.1, 20)))
+        if rng.random() < 0.5:
+            out, _ = _poisoned_out(torch, rows, cols, dtype)
+            assert FUNCTIONS[op](x, variant="single_read", out=out) is out
+        else:
+            out = FUNCTIONS[op](x, variant="single_read")
+        torch.cuda.synchronize()
+        err = _error(out, x, dtype, op)
+        assert _ok(err, dtype), (dtype, op, tuple(x.shape), x.data_ptr() % 16, err)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("x_off", [0, 1, 3])
+@pytest.mark.parametrize("y_off", range(8))  # every 2-byte misalignment of the output
+@pytest.mark.parametrize("rows, cols", [(3, 37), (5, 2048), (2, 2049), (7, 32000), (3, 100003), (2, 393216),
+                                        (1, 786433)])
+def test_every_alignment_of_x_and_y(dtype, op, x_off, y_off, rows, cols):
+    torch = _torch()
+    _hopper()
+    x = _input(torch, rows, cols, dtype, x_off, seed=rows * cols + x_off)
+    y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
+    _launch(x, y, op)
+    assert _ok(_error(y, x, dtype, op), dtype), (rows, cols, x_off, y_off)
+    assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("config", [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (4, 96, 5, 3, 1), (16, 32, 2, 1, 1)])
+@pytest.mark.parametrize("x_off, y_off", [(0, 0), (1, 2), (3, 7), (2, 5)])
+def test_small_configurations_full_and_odd(dtype, op, config, x_off, y_off):
+    """Forced small plans, rows filling them to the last vector, odd lengths, a row of one."""
+    torch = _torch()
+    _hopper()
+    cfg = V.ClusterConfig(*config)
+    full = cfg.capacity_vecs * 8
+    for rows, cols in ((5, full - 8), (9, 8 * cfg.cluster * 7 + 1), (3, min(1031, full - 8)), (4, 1)):
+        x = _input(torch, rows, cols, dtype, x_off, seed=cols)
+        y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
+        _launch(x, y, op, config=cfg)
+        assert _ok(_error(y, x, dtype, op), dtype), (config, rows, cols)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, cols", [(1, 393216), (132, 393216), (132, 151936), (1, 1), (132, 1), (7, 1000)])
+def test_one_and_132_rows(dtype, op, rows, cols):
+    torch = _torch()
+    _hopper()
+    x = _input(torch, rows, cols, dtype, seed=rows + cols)
+    y, _ = _poisoned_out(torch, rows, cols, dtype)
+    _launch(x, y, op)
+    assert _ok(_error(y, x, dtype, op), dtype)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", [1, 7, 9, 1000, 2049, 70001, 393216])
+def test_special_values_follow_torch(dtype, op, cols):
+    torch = _torch()
+    _hopper()
+    inf, nan = float("inf"), float("nan")
+    x = _input(torch, 6, cols, dtype, 1, seed=cols)
+    x[0, ::3] = -inf
+    x[1] = -inf
+    x[2, cols // 2] = nan
+    x[3, cols - 1] = inf
+    x[4, : cols - 1] = -inf
+    x[5] = x[5] - 200
+    out = FUNCTIONS[op](x, variant="single_read")
+    torch.cuda.synchronize()
+    want = getattr(torch, op)(x.float(), dim=-1).double().cpu().numpy()
+    got = out.double().cpu().numpy()
+    assert np.array_equal(np.isnan(got), np.isnan(want)), (cols, dtype, op)
+    assert np.array_equal(np.isneginf(got), np.isneginf(want)), (cols, dtype, op)
+    assert _ok(_error(out, x, dtype, op), dtype)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_auto_picks_single_read_and_is_bitwise_repeatable(dtype, op):
+    torch = _torch()
+    dev = _hopper()
+    x = _input(torch, 64, 151936, dtype, 1, seed=5)
+    assert V.preferences(V.Shape(64, 151936, 151937, 151936, x.data_ptr() % 16, 0,
+                                 itemsize=x.element_size(), dtype=dtype, op=op), dev)[0].name == "single_read"
+    a = FUNCTIONS[op](x)
+    b = FUNCTIONS[op](x, variant="single_read")
+    torch.cuda.synchronize()
+    assert torch.equal(a, b)
+    assert _ok(_error(a, x, dtype, op), dtype)
+
+
+@pytest.mark.parametrize("dtype, rows, cols", [("bfloat16", 5462, 393216), ("float16", 2731, 786432)])
+def test_beyond_2_31_elements(dtype, rows, cols):  # 2.15e9 elements
+    torch = _torch()
+    _hopper()
+    try:
+        x = torch.randn(rows, cols, device="cuda").to(getattr(torch, dtype))
+        y = torch.full_like(x, float("nan"))
+    except torch.cuda.OutOfMemoryError:
+        pytest.skip("not enough device memory")
+    for op in OPS:
+        _launch(x, y, op)
+        idx = [0, 1, rows // 2, rows - 9, rows - 2, rows - 1]
+        assert _ok(_error(y[idx], x[idx], dtype, op), dtype), op
+    del x, y
+    torch.cuda.empty_cache()
+
+
+SANITIZER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import numpy as np, torch, cupy as cp, softmax_lab
+    import softmax_lab.variants
+    from softmax_lab.reference import log_softmax_reference, softmax_reference, ulp_error, relative_error
+    V = sys.modules["softmax_lab.variants"]
+    dev = softmax_lab.device_info()
+    wrong = []
+
+    def run(dtype, op, rows, cols, xo, yo, **knobs):
+        xb = torch.randn(rows, cols + xo, device="cuda").to(getattr(torch, dtype))
+        yb = torch.full((rows, cols + yo), float("nan"), device="cuda", dtype=xb.dtype)
+        x, y = xb[:, xo:], yb[:, yo:]
+        shape = V.Shape(rows, cols, cols + xo, cols + yo, x.data_ptr() % 16, y.data_ptr() % 16,
+                        itemsize=x.element_size(), dtype=dtype, op=op)
+        V.get_variant("single_read").prepare(shape, dev, **knobs)(
+            x.data_ptr(), y.data_ptr(), cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
+        torch.cuda.synchronize()
+        ref = (softmax_reference if op == "softmax" else log_softmax_reference)(x.double().cpu().numpy())
+        got = y.double().cpu().numpy()
+        err = relative_error(got, ref) if dtype == "float32" else ulp_error(got, ref, dtype, 2.0**-22)
+        if not err <= (1e-6 if dtype == "float32" else 1.0):
+            wrong.append((dtype, op, rows, cols, xo, yo, knobs, err))
+
+    for dtype in ("float16", "bfloat16", "float32"):
+        for op in ("softmax", "log_softmax"):
+            for cols in (1000, 2049, 40000, 393216):
+                run(dtype, op, 3, cols, 1, 3)  # derived plans and the warp path, rows of 3
+            for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (16, 32, 2, 1, 1)]:
+                c = V.ClusterConfig(*cfg)
+                run(dtype, op, 4, c.capacity_vecs * 16 // V.DTYPES[dtype] - 5, 2, 1, config=c)
+    torch.cuda.synchronize()
+    assert not wrong, wrong
+    print("sanitized")
+    """
+)
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_compute_sanitizer_on_every_dtype_and_op(tool, tmp_path):
+    _torch()
+    _hopper()
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        pytest.skip("compute-sanitizer is not installed")
+    script = tmp_path / "run.py"
+    script.write_text(SANITIZER_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([exe, "--tool", tool, "--error-exitcode", "3", sys.executable, str(script)],
+                          capture_output=True, text=True, env=env, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "sanitized" in proc.stdout
+    assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout, proc.stdout[-3000:]
