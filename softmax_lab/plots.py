@@ -216,7 +216,7 @@ def sweep(doc: dict, path=None) -> Figure:
     first.plot([], [], "x", color=FAILED_COLOR, label="failed (marked below the floor)")
     first.plot([], [], "o", mfc="none", color="0.3", label="skipped: cannot run (below the floor)")
     first.plot([], [], "--", color=CEILING_COLOR, label="copy floor" if not labelled else "floor of the op")
-    handles, labels = {}, []
+    handles = {}
     for ax in grid_axes.ravel():
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)

@@ -1,14 +1,11 @@
 """softmax(): input validation (no GPU needed) and, on a GPU, every variant
 against the float64 reference."""
 
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from sanitizer import run_sanitized
 
 import softmax_lab
 from softmax_lab.reference import relative_error, softmax_reference
@@ -370,15 +367,4 @@ SANITIZER_SCRIPT = textwrap.dedent(
 @pytest.mark.gpu
 @pytest.mark.parametrize("tool, names", [("memcheck", VARIANTS), ("racecheck", ["single_read", "multi_block"]), ("synccheck", ["single_read"])])
 def test_compute_sanitizer(tool, names, tmp_path):
-    exe = shutil.which("compute-sanitizer")
-    if exe is None:
-        pytest.skip("compute-sanitizer is not installed")
-    script = tmp_path / "run.py"
-    script.write_text(SANITIZER_SCRIPT.format(names=names))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [exe, "--tool", tool, "--error-exitcode", "3", sys.executable, str(script)],
-        capture_output=True, text=True, env=env, timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout, proc.stdout[-3000:]
+    run_sanitized(tool, SANITIZER_SCRIPT.format(names=names), tmp_path)

@@ -10,6 +10,7 @@ import zlib
 
 import numpy as np
 import pytest
+from sanitizer import run_sanitized
 
 import softmax_lab
 from softmax_lab.reference import (backward_error, backward_scale, log_softmax_backward_reference,
@@ -302,18 +303,4 @@ print("sanitized")
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
 def test_compute_sanitizer_backward(tool, tmp_path):
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    exe = shutil.which("compute-sanitizer")
-    if exe is None:
-        pytest.skip("compute-sanitizer is not installed")
-    script = tmp_path / "run.py"
-    script.write_text(SANITIZER_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([exe, "--tool", tool, "--error-exitcode", "3", sys.executable, str(script)],
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout, proc.stdout[-3000:]
+    run_sanitized(tool, SANITIZER_SCRIPT, tmp_path)

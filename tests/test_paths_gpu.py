@@ -2,14 +2,12 @@
 few rows and long_row, against a float64 reference with NaN-poisoned outputs.
 Skipped without a GPU (conftest.py)."""
 
-import os
-import shutil
-import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+from sanitizer import run_sanitized
 
 import softmax_lab
 import softmax_lab.variants  # noqa: F401
@@ -186,14 +184,4 @@ SANITIZER_SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_compute_sanitizer_on_the_new_configurations(tool, tmp_path):
     _hopper()
-    exe = shutil.which("compute-sanitizer")
-    if exe is None:
-        pytest.skip("compute-sanitizer is not installed")
-    script = tmp_path / "run.py"
-    script.write_text(SANITIZER_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([exe, "--tool", tool, "--error-exitcode", "3", sys.executable, str(script)],
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "sanitized" in proc.stdout
-    assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout, proc.stdout[-3000:]
+    run_sanitized(tool, SANITIZER_SCRIPT, tmp_path)

@@ -6,9 +6,6 @@ outputs, more than 2^31 elements, and compute-sanitizer.  Halves within 1 ulp
 of the dtype against float64 (log_softmax: plus float32's resolution of
 log(sum), as tests/test_dtypes_gpu.py), float32 within 1e-6 relative."""
 
-import os
-import shutil
-import subprocess
 import sys
 import textwrap
 
@@ -16,6 +13,7 @@ import zlib
 
 import numpy as np
 import pytest
+from sanitizer import run_sanitized
 
 import softmax_lab
 import softmax_lab.variants  # noqa: F401
@@ -250,14 +248,4 @@ SANITIZER_SCRIPT = textwrap.dedent(
 def test_compute_sanitizer_on_every_dtype_and_op(tool, tmp_path):
     _torch()
     _hopper()
-    exe = shutil.which("compute-sanitizer")
-    if exe is None:
-        pytest.skip("compute-sanitizer is not installed")
-    script = tmp_path / "run.py"
-    script.write_text(SANITIZER_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([exe, "--tool", tool, "--error-exitcode", "3", sys.executable, str(script)],
-                          capture_output=True, text=True, env=env, timeout=1200)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "sanitized" in proc.stdout
-    assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout, proc.stdout[-3000:]
+    run_sanitized(tool, SANITIZER_SCRIPT, tmp_path, timeout=1200)
