@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs checking stages on a GPU machine, each with a time limit, logs under $OUT.
 #   bash benchmarks/on_device.sh "tests-fast tests-slow stress memcheck-stress"
-# tests-fast: the GPU suite but for the >2^31-element and compute-sanitizer tests;
+# tests-fast: the GPU suite but for the >2^31-element and compute-sanitizer tests
+# (about 10 minutes since the halves and the backward: in two calls, tests-core
+# then tests-ops, each within one device call);
 # tests-slow: those; stress: benchmarks/stress.py (threads x streams x random
 # shapes, layouts and variants) for $STRESS_SECONDS (default 150);
 # memcheck-stress: a sample of those cases under compute-sanitizer memcheck.
@@ -12,8 +14,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 for stage in $1; do
   echo "=== $stage $(date -u +%FT%TZ)"
   case $stage in
-    tests-fast) timeout 240 python3 -m pytest -q -rs -m gpu tests -k "not above_2_to and not sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-fast.log" | tail -30 ;;
-    tests-slow) timeout 300 python3 -m pytest -q -rs -m gpu tests -k "above_2_to or sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-slow.log" | tail -30 ;;
+    tests-fast) timeout 560 python3 -m pytest -q -rs -m gpu tests -k "not above_2_to and not sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-fast.log" | tail -30 ;;
+    tests-core) timeout 560 python3 -m pytest -q -rs -m gpu tests -k "not above_2_to and not sanitizer" -p no:cacheprovider \
+                  --ignore tests/test_single_read_dtypes_gpu.py --ignore tests/test_backward_gpu.py --ignore tests/test_torch_autograd_gpu.py \
+                  2>&1 | tee "$OUT/tests-core.log" | tail -30 ;;
+    tests-ops) timeout 560 python3 -m pytest -q -rs -m gpu tests/test_single_read_dtypes_gpu.py tests/test_backward_gpu.py tests/test_torch_autograd_gpu.py \
+                 -k "not above_2_to and not sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-ops.log" | tail -30 ;;
+    tests-slow) timeout 560 python3 -m pytest -q -rs -m gpu tests -k "above_2_to or sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-slow.log" | tail -30 ;;
     tests-all) timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tee "$OUT/tests-all.log" | tail -40 ;;
     stress) timeout $(( ${STRESS_SECONDS:-150} + 60 )) python3 benchmarks/stress.py --seconds "${STRESS_SECONDS:-150}" --threads 8 --json "$OUT/stress.json" 2>&1 | tail -8 ;;
     memcheck-stress) timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/stress.py --cases 15 --threads 2 --seed 20261130 --max-elements 2000000 --json "$OUT/stress-memcheck.json" > "$OUT/stress-memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|cases" "$OUT/stress-memcheck.log" | tail -3 ;;

@@ -189,7 +189,7 @@ def test_auto_picks_single_read_and_is_bitwise_repeatable(dtype, op):
 
 
 @pytest.mark.parametrize("dtype, rows, cols", [("bfloat16", 5462, 393216), ("float16", 2731, 786432)])
-def test_beyond_2_31_elements(dtype, rows, cols):  # 2.15e9 elements
+def test_above_2_to_the_31_elements_halves(dtype, rows, cols):  # 2.15e9 elements
     torch = _torch()
     _hopper()
     try:
