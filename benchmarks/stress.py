@@ -32,7 +32,7 @@ import numpy as np
 
 import cupy as cp
 import softmax_lab
-from softmax_lab.reference import log_softmax_reference, relative_error, softmax_reference, ulp_error
+from softmax_lab.reference import LOG_FLOOR, log_softmax_reference, op_error, softmax_reference, ulp_error
 
 try:
     import torch
@@ -43,7 +43,6 @@ VOCABS = (32000, 50257, 100003, 128256, 151936, 256000)
 DTYPES = ("float32", "float16", "bfloat16") if torch is not None and torch.cuda.is_available() else ("float32",)
 OPS = ("softmax", "log_softmax") + tuple(op for op in ("softmax_backward", "log_softmax_backward")
                                           if callable(getattr(softmax_lab, op, None)))
-LOG_FLOOR = 2.0**-22
 
 
 def names(dtype: str, op: str) -> list[str]:
@@ -152,15 +151,11 @@ def reference(x, axis: int, op: str, dy=None):
 def error(y, ref, dtype: str, op: str) -> tuple[float, float]:
     """(the error, its bound): relative for float32, in ulp of the dtype for the halves."""
     got = float64(y)
-    if dtype == "float32":
-        return relative_error(got, ref), 1e-5
-    floor = 0.0
-    if op == "log_softmax":
-        floor = LOG_FLOOR
-    elif op.endswith("backward"):
-        finite = cp.abs(ref[cp.isfinite(ref)])
-        floor = LOG_FLOOR * float(finite.max()) if finite.size else 0.0
-    return ulp_error(got, ref, dtype, floor), 1.0
+    bound = 1e-5 if dtype == "float32" else 1.0
+    if dtype == "float32" or not op.endswith("backward"):
+        return op_error(got, ref, dtype, op), bound
+    finite = cp.abs(ref[cp.isfinite(ref)])  # the backward's halves: LOG_FLOOR of the row's largest |dx|
+    return ulp_error(got, ref, dtype, LOG_FLOOR * float(finite.max()) if finite.size else 0.0), bound
 
 
 def empty(x, fill: bool):

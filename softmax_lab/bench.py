@@ -44,7 +44,7 @@ from . import records, timing
 from .device import NoDeviceError, device_info, require_device
 from .variants import DTYPES
 from . import reference
-from .reference import log_softmax_reference, relative_error, softmax_reference, ulp_error
+from .reference import log_softmax_reference, op_error, relative_error, softmax_reference
 
 HEADLINE = (4096, 393216)
 REPEATS = 30
@@ -60,7 +60,6 @@ ROW_SUM_TOLERANCE = 1e-4  # float32: largest |row sum - 1| over every row (of th
 # invariant (an unwritten, NaN or garbage row breaks it by far more).
 ULP_TOLERANCE = 2.0
 ROW_TOLERANCE = {"float32": ROW_SUM_TOLERANCE, "float16": 1e-2, "bfloat16": 4e-2}
-LOG_FLOOR = 2.0**-22  # log_softmax's absolute error near 0 from float32's log(sum) (reference.ulp_error)
 CHUNK_ELEMENTS = 2**26  # rows checked a block of this many elements at a time (float64 temporaries)
 
 # The sweep's grid: row lengths (LLM vocabularies 32000, 128256, 151936; odd
@@ -117,13 +116,6 @@ def op_reference(x, op: str, dy=None):
     return backward_reference(x, dy, op)
 
 
-def error_of(out64, ref, dtype: str, op: str) -> float:
-    """The check's error measure: relative error for float32, ulp error for the halves."""
-    if dtype == "float32":
-        return relative_error(out64, ref)
-    return ulp_error(out64, ref, dtype, LOG_FLOOR if op == "log_softmax" else 0.0)
-
-
 def tolerance(dtype: str) -> float:
     return TOLERANCE if dtype == "float32" else ULP_TOLERANCE
 
@@ -137,7 +129,7 @@ def check_output(out, x, idx: list[int], ref, is_copy: bool, dtype: str = "float
     if hasattr(out, "data_ptr"):  # torch checks on torch's stream: what the timed stream holds is finished first
         sys.modules["cupy"].cuda.get_current_stream().synchronize()
     out_rows = as_float64(out[idx])
-    err = error_of(out_rows, ref, dtype, op)
+    err = op_error(out_rows, ref, dtype, op)
     if is_copy:
         whole = 0.0 if _equal(out, x, dy) else math.inf
     else:

@@ -78,6 +78,19 @@ def backward_error(out, ref, scale) -> float:
     return float(xp.max(rel)) if rel.size else 0.0
 
 
+LOG_FLOOR = 2.0**-22  # float32's resolution of log(sum) for sums near 1: log_softmax's absolute error near 0
+
+
+def op_error(out, ref, dtype: str, op: str) -> float:
+    """The checks' error measure of an output against its float64 reference:
+    relative_error for float32; for float16/bfloat16 ulp_error, with
+    LOG_FLOOR allowed on top for log_softmax (its outputs near 0 carry
+    float32's absolute error of log(sum), as torch's do)."""
+    if dtype == "float32":
+        return relative_error(out, ref)
+    return ulp_error(out, ref, dtype, LOG_FLOOR if op == "log_softmax" else 0.0)
+
+
 def relative_error(out, ref) -> float:
     """||out - ref|| / ||ref|| over the finite part of ref, or inf where the
     NaN pattern of out differs from ref's (an unwritten or wrong NaN fails) or
