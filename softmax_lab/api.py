@@ -565,7 +565,13 @@ def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, 
     if torch_tensor:
         import torch
 
-        y = torch.empty(moved, dtype=getattr(torch, DTYPE_NAMES[dtype]), device=f"cuda:{device}")
+        # torch's allocator hands out a block once torch's current stream is past its last use: a
+        # result for another stream is allocated with that stream current
+        on_stream = contextlib.nullcontext()
+        if stream.ptr != _torch_raw_stream(device):
+            on_stream = torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr, device=torch.device("cuda", device)))
+        with on_stream:
+            y = torch.empty(moved, dtype=getattr(torch, DTYPE_NAMES[dtype]), device=f"cuda:{device}")
         return y.movedim(-1, axis), y.data_ptr()
     with stream:
         y = cupy.empty(moved, dtype=_storage(dtype))
