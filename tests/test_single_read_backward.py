@@ -114,7 +114,7 @@ def test_the_backward_limit_is_half_the_forward_and_holds_the_issue_targets():
         for dtype in V.DTYPES:
             half = V._single_read_limit(dev, dtype) / 2  # exactly on the H200; shared memory rounds on smaller parts
             assert 0.9 * half <= V._single_read_limit(dev, dtype, "softmax_backward") <= 1.1 * half
-        assert V._single_read_limit(H200, dtype, "softmax_backward") * 2 == V._single_read_limit(H200, dtype)
+            assert V._single_read_limit(H200, dtype, "softmax_backward") * 2 == V._single_read_limit(H200, dtype)
             assert V._single_read_limit(dev, dtype, "log_softmax_backward") == \
                 V._single_read_limit(dev, dtype, "softmax_backward")
     v = V.get_variant("single_read")
