@@ -238,6 +238,7 @@ __device__ __forceinline__ void store_warp(const RowSpanOf<elem_t>& r, i64 j, ui
 }
 #endif
 
+#ifndef SR_HELPERS_ONLY  // single_read_backward.cu takes the helpers above, not the forward kernels
 // ------------------------------------------------------------ the cluster kernel
 struct Slice {
     RowSpanOf<elem_t> r;
@@ -476,3 +477,4 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         if (owns_scalar) r.y[scalar_index(r, lane)] = out1(scalar);
     }
 }
+#endif  // SR_HELPERS_ONLY

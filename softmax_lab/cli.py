@@ -381,7 +381,8 @@ def _info(args) -> int:
         else:
             builds.append((source, "sm_90" if source == "single_read.cu" else arch, {}))
     for v in registry.variants().values():  # the other dtypes and ops of the row kernels
-        builds += [(v.source, arch, registry.kernel_defines(dtype, op)) for dtype in v.dtypes for op in v.ops
+        builds += [(_source_of(v, op), "sm_90" if _source_of(v, op) != v.source else arch,
+                    registry.kernel_defines(dtype, op)) for dtype in v.dtypes for op in v.ops
                    if (dtype, op) != ("float32", "softmax")]
     print("\ncompile check (NVRTC, no GPU needed):")
     failures = 0
@@ -396,6 +397,12 @@ def _info(args) -> int:
             print(f"  ok     {label} ({len(cubin) / 1024:.0f} KiB cubin)")
     print(f"\n{len(builds) - failures} of {len(builds)} builds compiled")
     return 1 if failures else 0
+
+
+def _source_of(v, op: str) -> str:
+    """The kernel file of variant v's `op`: its backward_source for a backward op, where it has one."""
+    return getattr(v, "backward_source", "") if op.endswith("_backward") and getattr(v, "backward_source", "") \
+        else v.source
 
 
 def version() -> str:

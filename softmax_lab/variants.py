@@ -201,6 +201,9 @@ OTHER_REGISTERS = 32  # registers per thread besides the row (indices, reduction
 OTHER_REGISTERS_ONE_BLOCK = 40  # the same for clusters of one block (measured with ptxas: 1-8 more)
 # ... and for halves: at 128 registers, 14 to 18 vectors per thread spilled (ptxas, NVRTC 12.9), 13 did not
 OTHER_REGISTERS_ONE_BLOCK_HALVES = 76
+# The backward (single_read_backward.cu) holds y and dy: 8 registers per vector pair, plus 32 others
+# with a cluster, 40 without, 56 for halves without (ptxas, NVRTC 12.9: 1 x 512 x 10 spilled at 48).
+BACKWARD_OTHER_REGISTERS_ONE_BLOCK_HALVES = 56
 MAX_VPT = 24  # vectors per thread in registers (8 x 512 x 24 is the measured best at 393216)
 VPT_TARGET = 16
 GOOD_FILL = 0.93
@@ -235,16 +238,19 @@ class ClusterConfig:
     vpt: int  # 16-byte vectors per thread (held in registers)
     stages: int  # shared-memory stages in the load ring
     blocks_per_sm: int = 1  # blocks the register budget is sized for
+    arrays: int = 1  # arrays held on chip: 1 forward (x), 2 backward (y and dy; vpt counts vector pairs)
 
     def __post_init__(self):
         _check_cluster_and_threads(self.cluster, self.threads)
-        if min(self.vpt, self.stages, self.blocks_per_sm) < 1:
-            raise ValueError(f"vpt, stages and blocks_per_sm must be positive: {self}")
-        if 4 * self.vpt + _other_registers(self.cluster) > _register_budget(self.threads, self.blocks_per_sm):
+        if min(self.vpt, self.stages, self.blocks_per_sm) < 1 or self.arrays not in (1, 2):
+            raise ValueError(f"vpt, stages and blocks_per_sm must be positive, arrays 1 or 2: {self}")
+        if _registers_needed(self.vpt, self.cluster, ITEMSIZE, self.arrays) > \
+                _register_budget(self.threads, self.blocks_per_sm):
             raise ValueError(f"{self}: {self.vpt} vectors per thread exceed the register budget")
 
     @property
     def capacity_vecs(self) -> int:
+        """16-byte vectors of a row (of each array) the configuration holds."""
         return self.cluster * self.threads * self.vpt
 
     @property
@@ -254,7 +260,7 @@ class ClusterConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * self.threads * self.vpt * VECTOR_BYTES
+        return self.stages * self.threads * self.vpt * VECTOR_BYTES * self.arrays
 
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
         d = {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages,
@@ -264,7 +270,8 @@ class ClusterConfig:
         return d
 
     def label(self) -> str:
-        return f"{self.cluster}x{self.threads}x{self.vpt}x{self.stages}x{self.blocks_per_sm}"
+        return f"{self.cluster}x{self.threads}x{self.vpt}x{self.stages}x{self.blocks_per_sm}" + \
+            ("b" if self.arrays == 2 else "")
 
 
 def _register_budget(threads: int, blocks_per_sm: int) -> int:
@@ -282,15 +289,32 @@ def _other_registers(cluster: int, itemsize: int = ITEMSIZE) -> int:
     return OTHER_REGISTERS_ONE_BLOCK if itemsize == ITEMSIZE else OTHER_REGISTERS_ONE_BLOCK_HALVES
 
 
-def _max_vpt(threads: int, blocks_per_sm: int, cluster: int = 2, itemsize: int = ITEMSIZE) -> int:
-    """Vectors per thread in registers: halves stay packed, 4 registers per 16-byte vector as floats."""
-    return min(MAX_VPT, (_register_budget(threads, blocks_per_sm) - _other_registers(cluster, itemsize)) // 4)
+def _registers_needed(vpt: int, cluster: int, itemsize: int = ITEMSIZE, arrays: int = 1) -> int:
+    """Registers per thread of single_read (4 per vector plus the others) or, arrays=2, of
+    single_read_backward (8 per vector pair plus its others; its source includes single_read.cu's
+    checks too)."""
+    forward = 4 * vpt + _other_registers(cluster, itemsize)
+    if arrays == 1:
+        return forward
+    others = OTHER_REGISTERS if cluster > 1 else (
+        OTHER_REGISTERS_ONE_BLOCK if itemsize == ITEMSIZE else BACKWARD_OTHER_REGISTERS_ONE_BLOCK_HALVES)
+    return max(forward, 8 * vpt + others)
 
 
-def _block_smem(threads: int, vpt: int, stages: int) -> int:
-    """single_read's shared memory beyond SMEM_RESERVED: the stages, and each
+def _max_vpt(threads: int, blocks_per_sm: int, cluster: int = 2, itemsize: int = ITEMSIZE, arrays: int = 1) -> int:
+    """Vectors per thread in registers: halves stay packed, 4 registers per 16-byte vector as floats
+    (arrays=2: vector pairs of y and dy, 8 registers each)."""
+    budget = _register_budget(threads, blocks_per_sm)
+    if arrays == 1:
+        return min(MAX_VPT, (budget - _other_registers(cluster, itemsize)) // 4)
+    return max([v for v in range(1, MAX_VPT // arrays + 1) if _registers_needed(v, cluster, itemsize, arrays) <= budget],
+               default=0)
+
+
+def _block_smem(threads: int, vpt: int, stages: int, arrays: int = 1) -> int:
+    """single_read's shared memory beyond SMEM_RESERVED: the stages (of each array), and each
     warp's first vector per k for realigned stores (1/32 of a stage)."""
-    return stages * threads * vpt * VECTOR_BYTES + threads * vpt // 2
+    return stages * threads * vpt * VECTOR_BYTES * arrays + threads * vpt // 2
 
 
 def _smem_budget(dev: DeviceInfo, blocks_per_sm: int) -> int:
@@ -299,7 +323,8 @@ def _smem_budget(dev: DeviceInfo, blocks_per_sm: int) -> int:
 
 
 def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TARGET,
-                cluster: int = 2, smem_budget: int = 1 << 30, itemsize: int = ITEMSIZE) -> tuple[int, int] | None:
+                cluster: int = 2, smem_budget: int = 1 << 30, itemsize: int = ITEMSIZE,
+                arrays: int = 1) -> tuple[int, int] | None:
     """(threads, vpt) for a slice of `per_block` vectors, or None if no block
     holds it: at least MIN_THREADS_PER_SM / blocks_per_sm threads (fewer only
     for shorter slices), within the register budget and a stage of at most
@@ -309,7 +334,8 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
     fewest = min(MIN_THREADS_PER_SM // blocks_per_sm, -(-per_block // 32) * 32)
     for threads in range(fewest, 1025, 32):
         vpt = max(1, -(-per_block // threads))
-        if vpt > _max_vpt(threads, blocks_per_sm, cluster, itemsize) or _block_smem(threads, vpt, 1) > smem_budget:
+        if vpt > _max_vpt(threads, blocks_per_sm, cluster, itemsize, arrays) or \
+                _block_smem(threads, vpt, 1, arrays) > smem_budget:
             continue
         fill = per_block / (threads * vpt)
         key = (fill >= GOOD_FILL, -abs(vpt - vpt_target) if fill >= GOOD_FILL else 0, fill, threads)
@@ -319,29 +345,33 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
 
 
 def _config_for(vecs: int, cluster: int, blocks_per_sm: int, dev: DeviceInfo,
-                vpt_target: int = VPT_TARGET, itemsize: int = ITEMSIZE) -> ClusterConfig | None:
+                vpt_target: int = VPT_TARGET, itemsize: int = ITEMSIZE, arrays: int = 1) -> ClusterConfig | None:
     """Steps 2 and 3 of the rule for one cluster size and blocks per SM."""
     budget = _smem_budget(dev, blocks_per_sm)
-    shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster, budget, itemsize)
+    shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster, budget, itemsize, arrays)
     if shape is None:
         return None
-    stage = shape[0] * shape[1] * VECTOR_BYTES
-    fit = max(s for s in range(1, MAX_STAGES + 1) if s == 1 or _block_smem(*shape, s) <= budget)
+    stage = shape[0] * shape[1] * VECTOR_BYTES * arrays
+    fit = max(s for s in range(1, MAX_STAGES + 1) if s == 1 or _block_smem(*shape, s, arrays) <= budget)
     stages = 1 if cluster > 1 else max(1, min(fit, STAGES_BYTES // stage))
-    return ClusterConfig(cluster, *shape, stages, blocks_per_sm)
+    return ClusterConfig(cluster, *shape, stages, blocks_per_sm, arrays)
 
 
 def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
-                           vpt_target: int = VPT_TARGET) -> list[ClusterConfig]:
+                           vpt_target: int = VPT_TARGET, arrays: int = 1) -> list[ClusterConfig]:
     """The configurations step 4 chooses from: the smallest cluster that holds
-    rows of `cols` on `dev` and the next, one or two blocks per SM."""
+    rows of `cols` on `dev` and the next, one or two blocks per SM.  arrays=2:
+    the backward's, y and dy on chip (twice the bytes per element; vpt and its
+    target count vector pairs)."""
     vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
-    sizes = [c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and _config_for(vecs, c, 1, dev, vpt_target, itemsize)]
+    vpt_target = max(1, vpt_target // arrays)
+    sizes = [c for c in (1, 2, 4, 8, 16)
+             if c <= MAX_CLUSTER and _config_for(vecs, c, 1, dev, vpt_target, itemsize, arrays)]
     sizes = sizes[:1] + [c for c in sizes[1:2] if vecs // c >= MIN_SLICE]
     found = []
     for cluster in sizes:
         for blocks_per_sm in (1, 2):
-            config = _config_for(vecs, cluster, blocks_per_sm, dev, vpt_target, itemsize)
+            config = _config_for(vecs, cluster, blocks_per_sm, dev, vpt_target, itemsize, arrays)
             if config is not None:
                 found.append(config)
     return found
@@ -366,9 +396,10 @@ def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, grou
 
 
 def single_read_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE,
-                       vpt_target: int = VPT_TARGET) -> ClusterConfig | None:
-    """single_read's configuration for `rows` rows of `cols` elements on `dev`, or None."""
-    found = single_read_candidates(cols, dev, itemsize, vpt_target)
+                       vpt_target: int = VPT_TARGET, arrays: int = 1) -> ClusterConfig | None:
+    """single_read's configuration for `rows` rows of `cols` elements on `dev`, or None
+    (arrays=2: the backward's, y and dy on chip)."""
+    found = single_read_candidates(cols, dev, itemsize, vpt_target, arrays)
     if not found:
         return None
     smallest = found[0].cluster
@@ -432,6 +463,11 @@ def _cluster_launcher(make_kernel: Callable, config, shape: Shape, dev: DeviceIn
         raise CannotRun(f"variant {name!r}: no cluster of {config} can be resident on {dev.name}")
     function, grid, block, smem = kernel.kernel, (groups * config.cluster,), (config.threads,), config.smem_bytes
     scalars = shape.scalars()
+    if shape.backward:  # the kernel takes (y, dy, dx, rows, n, ld_y, ld_dy, ld_dx): (x, g, y, *scalars)
+        def launch_backward(x: int, y: int, stream, g: int) -> None:
+            function(grid, block, (_ptr(x), _ptr(g), _ptr(y), *scalars), shared_mem=smem, stream=stream)
+
+        return launch_backward
 
     def launch(x: int, y: int, stream) -> None:
         function(grid, block, (_ptr(x), _ptr(y), *scalars), shared_mem=smem, stream=stream)
@@ -441,6 +477,8 @@ def _cluster_launcher(make_kernel: Callable, config, shape: Shape, dev: DeviceIn
 
 def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | None = None,
                          groups: int | None = None) -> Launcher:
+    if shape.backward:
+        return _prepare_single_read_backward(shape, dev, config, groups)
     defines = kernel_defines(shape.dtype, shape.op)
     if config is None and shape.cols * shape.itemsize <= WARP_ROW_BYTES:
         function = loader.get_kernel("single_read.cu", "single_read_warp", {"SR_WARP_VPT": WARP_ROW_VPT} | defines,
@@ -467,11 +505,52 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
                              groups, "single_read")
 
 
+def _shares_alignment(shape: Shape) -> bool:
+    """Whether every row of dy starts at the same offset mod 16 bytes as its row of y
+    (the backward copies dy's slice by the vectors of y's)."""
+    lds_agree = shape.rows <= 1 or ((shape.ld_x - shape.ld_g) * shape.itemsize) % VECTOR_BYTES == 0
+    return shape.x_offset % VECTOR_BYTES == shape.g_offset % VECTOR_BYTES and lds_agree
+
+
+def single_read_backward_kernel(config: ClusterConfig, dev: DeviceInfo, dtype: str = "float32",
+                                op: str = "softmax_backward") -> cupy.RawKernel:
+    return _cluster_kernel("single_read_backward.cu", config, dev, kernel_defines(dtype, op))
+
+
+def _prepare_single_read_backward(shape: Shape, dev: DeviceInfo, config: ClusterConfig | None = None,
+                                  groups: int | None = None) -> Launcher:
+    """single_read_backward.cu: y and dy of a row on chip across a cluster, each read once.
+    The plan: single_read's rule with y and dy on chip (arrays=2).  Rows of dy that do
+    not share y's 16-byte alignment are CannotRun (auto then takes two_pass)."""
+    if not _shares_alignment(shape):
+        raise CannotRun(f"variant 'single_read': dy does not share y's 16-byte alignment on every row "
+                        f"(offsets {shape.x_offset} and {shape.g_offset} bytes, row strides {shape.ld_x} and "
+                        f"{shape.ld_g} elements); its backward copies both by the same 16-byte vectors")
+    config = config or single_read_config(shape.cols, dev, shape.rows, shape.itemsize, arrays=2)
+    if config is None:
+        raise CannotRun(f"variant 'single_read' holds backward rows of at most "
+                        f"{_single_read_limit(dev, shape.dtype, shape.op)} {shape.dtype} elements on {dev.name}; "
+                        f"got {shape.cols}")
+    if config.arrays != 2:
+        raise CannotRun(f"variant 'single_read': {config} is a forward plan; the backward's holds y and dy (arrays=2)")
+    if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
+            _block_smem(config.threads, config.vpt, config.stages, 2) + SMEM_RESERVED > dev.smem_optin_bytes:
+        raise CannotRun(f"variant 'single_read': {config} does not hold backward rows of {shape.cols} on {dev.name}")
+    if _registers_needed(config.vpt, config.cluster, shape.itemsize, 2) > \
+            _register_budget(config.threads, config.blocks_per_sm):
+        raise CannotRun(f"variant 'single_read': {config} exceeds the register budget for {shape.dtype}")
+    return _cluster_launcher(lambda c, d: single_read_backward_kernel(c, d, shape.dtype, shape.op), config, shape,
+                             dev, groups, "single_read")
+
+
 def _single_read_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
     """The longest row of `dtype` single_read holds on `dev`: the largest cluster,
     the largest slice a block holds in registers (within its shared memory);
-    16-byte vectors, so twice as many halves as floats."""
-    per_block = max((t * min(_max_vpt(t, 1), _smem_budget(dev, 1) * 2 // (t * (2 * VECTOR_BYTES + 1)))
+    16-byte vectors, so twice as many halves as floats.  The backward holds y and
+    dy: about half the forward's row."""
+    arrays = 2 if op in BACKWARD_OPS else 1
+    per_block = max((t * min(_max_vpt(t, 1, 2, ITEMSIZE, arrays),
+                             _smem_budget(dev, 1) * 2 // (t * (2 * VECTOR_BYTES * arrays + 1)))
                      for t in range(MIN_THREADS_PER_SM, 1025, 32)), default=0)
     return MAX_CLUSTER * per_block * VECTOR_BYTES // DTYPES[dtype]
 
@@ -589,6 +668,7 @@ class Variant:
     dtypes: tuple[str, ...] = tuple(DTYPES)  # the element types its kernels take
     ops: tuple[str, ...] = OPS  # forward and backward ops its kernels compute
     no_backward: str = ""  # why it has no backward kernels, where it has none by design
+    backward_source: str = ""  # file in kernels/ of its backward kernels, where not `source`
 
     def bytes_per_element(self, itemsize: int = ITEMSIZE, op: str = "softmax") -> int:
         """A backward op reads two arrays (y and dy) as often as the forward reads x."""
@@ -662,6 +742,7 @@ _ALL = (
         name="single_read",
         source="single_read.cu",
         entries=("single_read", "single_read_warp"),
+        backward_source="single_read_backward.cu",  # entry single_read_backward: y and dy on chip
         reads=1, writes=1, min_compute_capability=90,
         summary="row held on chip across a thread-block cluster, combined through distributed shared memory",
         launch_rule=(f"rows of <= {WARP_ROW_BYTES} bytes: one warp per row; longer: a persistent grid of resident "
@@ -669,6 +750,7 @@ _ALL = (
                      "(single_read_config)"),
         prepare_launch=_prepare_single_read,
         max_cols=_single_read_limit,
+        ops=ALL_OPS,  # backward: y and dy of a row on chip (single_read_backward.cu), each read once
     ),
     Variant(
         name="long_row",
@@ -728,6 +810,22 @@ AUTO_RULES = {
 }
 
 
+# The backward ops by element size, as AUTO_RULES: rows of up to 16 KB (of y
+# and of dy) stay in L1/L2 between two_pass's two passes; longer rows go to
+# single_read (y and dy on chip, each read once) where they fit and dy shares
+# y's 16-byte alignment (else its prepare is CannotRun), then two_pass and
+# multi_block as for the forward.  (The 16 KB bound is the forward's, not yet
+# measured for the backward.)
+BACKWARD_AUTO_RULES = {
+    4: ((16384, ("two_pass",)),
+        (262144, ("single_read", "two_pass")),
+        (math.inf, ("single_read", "multi_block"))),
+    2: ((16384, ("two_pass",)),
+        (786432, ("single_read", "two_pass")),
+        (math.inf, ("single_read", "multi_block"))),
+}
+
+
 # Variants that run every shape on every device: auto's last resort.
 FALLBACKS = ("two_pass", "multi_block")
 
@@ -735,7 +833,8 @@ FALLBACKS = ("two_pass", "multi_block")
 def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     """variant="auto": the variants to try for this shape on this device, best first.
     The api takes the first whose prepare() does not raise CannotRun."""
-    names = next(names for limit, names in AUTO_RULES[shape.itemsize] if shape.cols * shape.itemsize <= limit)
+    rules = BACKWARD_AUTO_RULES if shape.backward else AUTO_RULES
+    names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
     names = names + tuple(n for n in FALLBACKS if n not in names)
     return tuple(_REGISTRY[n] for n in names
                  if _REGISTRY[n].unsupported_reason(shape.cols, dev, shape.dtype, shape.op) is None)

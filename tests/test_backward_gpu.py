@@ -209,7 +209,7 @@ def test_errors_before_any_launch():
     with pytest.raises(ValueError, match="no backward pass"):
         softmax_lab.softmax_backward(y, y, variant="three_pass", out=poison)
     with pytest.raises(ValueError, match="float32 only|softmax only"):
-        softmax_lab.softmax_backward(y.half(), y.half(), variant="single_read")
+        softmax_lab.softmax_backward(y.half(), y.half(), variant="long_row")
     b = torch.rand(4, 200, device="cuda")
     with pytest.raises(ValueError, match="out overlaps dy"):
         softmax_lab.softmax_backward(b[:, :100], y, out=b[:, 50:150])

@@ -45,7 +45,9 @@ def test_info_compile_checks_every_kernel_and_says_plainly_what_is_missing(tmp_p
     p = run_cli("info", cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     ok = [line for line in p.stdout.splitlines() if line.strip().startswith("ok ")]
-    assert {line.split()[1] for line in ok} == {v.source for v in softmax_lab.variants().values()} | {"copy.cu"}
+    sources = {v.source for v in softmax_lab.variants().values()} | {"copy.cu"}
+    sources |= {v.backward_source for v in softmax_lab.variants().values() if v.backward_source}
+    assert {line.split()[1] for line in ok} == sources
     assert "FAILED" not in p.stdout
     assert re.search(r"CUDA runtime \d+\.\d+, NVRTC \d+\.\d+", p.stdout)
     assert not re.search(r"\b\d{5}\b", p.stdout.splitlines()[1])  # 12090 is written 12.9

@@ -9,7 +9,7 @@ import pytest
 import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab import loader, variants
 from softmax_lab.device import DeviceInfo
-from softmax_lab.variants import ALL_OPS, DTYPES, OPS, SINGLE_READ_CONFIGS, WARP_ROW_VPT, kernel_defines
+from softmax_lab.variants import ALL_OPS, BACKWARD_OPS, DTYPES, OPS, SINGLE_READ_CONFIGS, WARP_ROW_VPT, kernel_defines
 
 V = sys.modules["softmax_lab.variants"]
 H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
@@ -42,8 +42,9 @@ def _builds():
         for dtype in v.dtypes:
             for op in v.ops:
                 if (dtype, op) != ("float32", "softmax"):
+                    source = v.backward_source if op in BACKWARD_OPS and v.backward_source else v.source
                     for arch in ("sm_90",) if v.min_compute_capability >= 90 else ("sm_80", "sm_90"):
-                        yield pytest.param(v.source, arch, kernel_defines(dtype, op), id=f"{v.name}-{dtype}-{op}-{arch}")
+                        yield pytest.param(source, arch, kernel_defines(dtype, op), id=f"{v.name}-{dtype}-{op}-{arch}")
     yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": WARP_ROW_VPT}, id="single_read_warp")
     for c in _derived_configs():
         yield pytest.param("single_read.cu", "sm_90", c.defines(), id=f"single_read-{c.label()}")
@@ -71,6 +72,9 @@ def test_registered_entries_exist_in_sources():
         text = loader.kernel_source(v.source)
         for entry in v.entries:
             assert 'extern "C"' in text and re.search(rf"\b{entry}\(const", text), (v.name, entry)
+        if v.backward_source:  # its backward kernel: the file's name, as _cluster_kernel loads it
+            entry = v.backward_source.removesuffix(".cu")
+            assert re.search(rf"\b{entry}\(const", loader.kernel_source(v.backward_source)), (v.name, entry)
 
 
 def test_headers_are_inlined_so_the_cache_key_sees_them():

@@ -1,0 +1,239 @@
+// single_read_backward.cu: the backward passes of softmax and log_softmax
+// reading y (the forward output) and dy from device memory once each and
+// writing dx once (Hopper, sm_90).  Built with -DSOFTMAX_BACKWARD=1 (and
+// SOFTMAX_LOG, SOFTMAX_DTYPE: elements.cuh):
+//   softmax      dot = sum_j dy_j * y_j,  dx = y * (dy - dot)
+//   log_softmax  dot = sum_j dy_j,        dx = dy - e^y * dot
+// float32 arithmetic, dx rounded once.
+//
+// The structure is single_read.cu's (whose vector helpers and realigned
+// stores this file takes): a row split over a cluster of SR_CLUSTER blocks,
+// block b holding slice b of the row, now of y AND of dy:
+//   1. two bulk asynchronous copies (y's slice and dy's slice) into one
+//      shared-memory stage, completing on the stage's mbarrier (two
+//      arrivals); SR_STAGES stages form a ring;
+//   2. each thread moves its SR_VPT vectors of y and SR_VPT of dy into
+//      registers and the stage goes back to the copy engine;
+//   3. per thread the partial dot, summed over the block (fixed butterfly);
+//   4. each block publishes its partial dot; after one cluster barrier every
+//      thread reads the SR_CLUSTER partials through distributed shared memory
+//      and sums them by a butterfly over SR_CLUSTER lanes (float addition is
+//      commutative, so every lane of every block gets bitwise the same dot);
+//   5. dx with 16-byte stores at any alignment of dx (single_read.cu's
+//      store_run realignment).
+// dy's body is copied by the vectors of y's body, so dy must share y's
+// 16-byte alignment on every row (variants.py refuses other shapes: CannotRun).
+// The scalar head and tail of a row (at most 3 + 3 floats, 7 + 7 halves) are
+// read with plain loads by block 0.
+// Traffic: 2 reads + 1 write.  Launch: as single_read (a persistent 1-D grid
+// of resident clusters, cluster g takes rows g, g + G, ...).  Dynamic shared
+// memory: SR_STAGES * 2 * SR_THREADS * SR_VPT * 16 bytes.  A row fits when
+// ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT.
+#define SR_HELPERS_ONLY 1
+#include "single_read.cu"
+
+#if !SOFTMAX_BACKWARD
+#error "single_read_backward.cu is the backward pass: build it with -DSOFTMAX_BACKWARD=1"
+#endif
+
+// Registers: 8 per vector pair (y and dy, 4 + 4 whatever the dtype) plus the
+// others: 32 with a cluster, 40 for a cluster of one block, 56 for halves
+// there (ptxas, NVRTC 12.9: 1 x 512 x 10 halves log_softmax spilled at 48;
+// variants.py BACKWARD_OTHER_REGISTERS* mirror these).
+#ifndef SRB_OTHER_REGISTERS
+#define SRB_OTHER_REGISTERS (SR_CLUSTER > 1 ? 32 : SOFTMAX_DTYPE == 0 ? 40 : 56)
+#endif
+static_assert(8 * SR_VPT + SRB_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
+              "the row of y and dy (8 registers per vector pair) plus the others must fit the register budget");
+static_assert((long long)SR_STAGES * SR_CAPACITY * 32 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
+              "the stages of y and dy (and 1/32 of a stage for realigned stores) must fit a block's shared memory");
+
+struct SliceB {
+    RowSpanOf<elem_t> r;  // y (the span's x) and dx (its y)
+    const elem_t* g;      // dy's row
+    i64 v0;               // first body vector of this block's slice
+    i64 vecs;             // vectors in this block's slice
+};
+
+__device__ __forceinline__ SliceB slice_b(const elem_t* y, const elem_t* dy, elem_t* dx, i64 row, i64 n, i64 ld_y,
+                                          i64 ld_dy, i64 ld_dx, unsigned rank) {
+    SliceB s;
+    s.r = row_span(y + row * ld_y, dx + row * ld_dx, n);
+    s.g = dy + row * ld_dy;
+    const i64 per_block = (s.r.vecs + SR_CLUSTER - 1) / SR_CLUSTER;
+    s.v0 = min((i64)rank * per_block, s.r.vecs);
+    s.vecs = min(per_block, s.r.vecs - s.v0);
+    return s;
+}
+
+__device__ __forceinline__ const vec_t* grad_vecs(const SliceB& s) {
+    return reinterpret_cast<const vec_t*>(s.g + s.r.head);
+}
+
+// Both copies of a slice on one mbarrier (initialised for two arrivals).
+__device__ __forceinline__ void load_pair(vec_t* stage, const SliceB& s, unsigned long long* bar) {
+    const unsigned long long policy = l2_evict_last();
+    load_slice(stage, body_vecs(s.r) + s.v0, s.vecs, bar, policy);
+    load_slice(stage + SR_CAPACITY, grad_vecs(s) + s.v0, s.vecs, bar, policy);
+}
+
+// The scalar (head or tail) element pair owned by this thread; (0, 0) adds nothing to the dot.
+struct Pair {
+    float y, dy;
+};
+
+__device__ __forceinline__ Pair load_scalar_pair(const SliceB& s, unsigned rank) {
+    const i64 k = threadIdx.x;
+    if (rank == 0 && k < scalar_count(s.r)) {
+        const i64 i = scalar_index(s.r, k);
+        return {load_cs(s.r.x + i), load_cs(s.g + i)};
+    }
+    return {0.f, 0.f};
+}
+
+__device__ __forceinline__ void opaque(float& v) { asm volatile("" : "+f"(v)); }
+
+// Every thread gets the sum of the CLUSTER partial dots published at `local`
+// in the blocks of its cluster, in the same order everywhere.
+template <int CLUSTER>
+__device__ __forceinline__ float cluster_sum(const float* local) {
+    float total;
+    if constexpr (CLUSTER > 1) {
+        unsigned remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                     : "=r"(remote)
+                     : "r"(smem_addr(local)), "r"((threadIdx.x & 31) % CLUSTER));
+        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(total) : "r"(remote) : "memory");
+    } else {
+        total = *local;
+    }
+#pragma unroll
+    for (int o = CLUSTER / 2; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+    return total;
+}
+
+#if SOFTMAX_DTYPE == 0
+__device__ __forceinline__ float pair_dot(float4 y, float4 dy) { return vec_dot(y, dy); }
+__device__ __forceinline__ float4 pair_grad(float4 y, float4 dy, float dot) { return vec_grad(y, dy, dot); }
+#else
+__device__ __forceinline__ float pair_dot(uint4 y, uint4 dy) { return vec_dot(widen(y), widen(dy)); }
+__device__ __forceinline__ uint4 pair_grad(uint4 y, uint4 dy, float dot) {
+    return narrow(vec_grad(widen(y), widen(dy), dot));
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
+#if SR_CLUSTER > 1
+    __cluster_dims__(SR_CLUSTER, 1, 1)
+#endif
+        single_read_backward(const elem_t* __restrict__ y, const elem_t* __restrict__ dy, elem_t* __restrict__ dx,
+                             i64 rows, i64 n, i64 ld_y, i64 ld_dy, i64 ld_dx) {
+    extern __shared__ __align__(128) vec_t stages[];  // SR_STAGES x (y: SR_CAPACITY, dy: SR_CAPACITY)
+    __shared__ __align__(8) unsigned long long full[SR_STAGES];
+    __shared__ float published[2];  // this block's partial dot, by row parity
+    __shared__ float scratch[32];
+    __shared__ vec_t firsts[SR_VPT][SR_WARPS];  // each warp's first output vector, for realigned stores
+
+    const unsigned rank = cluster_rank<SR_CLUSTER>();
+    const i64 cluster = blockIdx.x / SR_CLUSTER, clusters = gridDim.x / SR_CLUSTER;
+    const i64 my_rows = cluster < rows ? (rows - 1 - cluster) / clusters + 1 : 0;
+    const unsigned t = threadIdx.x;
+#define SRB_SLICE(it) slice_b(y, dy, dx, cluster + (it) * clusters, n, ld_y, ld_dy, ld_dx, rank)
+
+    if (t == 0) {
+        for (int s = 0; s < SR_STAGES; ++s) mbar_init(&full[s], 2);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    cluster_sync<SR_CLUSTER>();  // barriers initialised; every block of the cluster is running
+
+    if (t == 0) {
+        for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it)
+            load_pair(stages + it * 2 * SR_CAPACITY, SRB_SLICE(it), &full[it]);
+    }
+
+    for (i64 it = 0; it < my_rows; ++it) {
+        const int stage = (int)(it % SR_STAGES);
+        const SliceB s = SRB_SLICE(it);
+        const Pair scalar = load_scalar_pair(s, rank);
+
+        // 2. this thread's part of the dot, read from the stage (zero-filled
+        // past the slice: adds 0), then the block's.
+        mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
+        const vec_t* buf = stages + stage * 2 * SR_CAPACITY;
+        float part = dot_term(scalar.y, scalar.dy);
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) {
+            const i64 j = t + k * SR_THREADS;
+            if (j < s.vecs) part += pair_dot(buf[j], buf[SR_CAPACITY + j]);
+        }
+        const float block = block_sum(part, scratch);
+
+        // 3. stage -> registers, then hand the stage back to the copy engine.
+        // (Widening the halves of registers for both the dot and dx made
+        // ptxas keep both widened copies: 16 registers per pair, spills from
+        // 8 pairs per thread; the dot from shared memory keeps 8.)
+        vec_t vy[SR_VPT], vg[SR_VPT];
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) {
+            const i64 j = t + k * SR_THREADS;
+            const bool in = j < s.vecs;
+            vy[k] = in ? buf[j] : vec_t{};
+            vg[k] = in ? buf[SR_CAPACITY + j] : vec_t{};
+        }
+        __syncthreads();
+        if (it + SR_STAGES < my_rows && t == 0) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            load_pair(stages + stage * 2 * SR_CAPACITY, SRB_SLICE(it + SR_STAGES), &full[stage]);
+        }
+
+        // 4. the cluster's dot through distributed shared memory.
+        if (t == 0) published[it & 1] = block;
+        cluster_sync<SR_CLUSTER>();
+        const float dot = cluster_sum<SR_CLUSTER>(&published[it & 1]);
+
+        // 5. dx, one pair at a time: the widened halves of one pair are live at once,
+        // not those of the whole slice (ptxas otherwise spilled halves' softmax).
+        if (s.r.y_shift == 0) {
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k) {
+                const i64 j = t + k * SR_THREADS;
+                opaque(vy[k]);
+                opaque(vg[k]);
+                vec_t out = pair_grad(vy[k], vg[k], dot);
+                opaque(out);
+                if (j < s.vecs) store_aligned(s.r.y + s.r.head + SR_VEC * (s.v0 + j), out);
+            }
+        } else {
+            vec_t v[SR_VPT];
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k) {
+                opaque(vy[k]);
+                opaque(vg[k]);
+                v[k] = pair_grad(vy[k], vg[k], dot);
+                opaque(v[k]);
+            }
+            // dx is not aligned like y: as single_read.cu, the slice is one run of store_run.
+            const unsigned lane = t & 31, warp = t >> 5;
+            if (lane == 0) {
+#pragma unroll
+                for (int k = 0; k < SR_VPT; ++k) firsts[k][warp] = v[k];
+            }
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k) {
+                const i64 j = t + k * SR_THREADS;
+                const vec_t val = v[k];
+                vec_t next = shfl_next(val);
+                if (lane == 31) {
+                    if (warp + 1 < SR_WARPS) next = firsts[k][warp + 1];
+                    else if (k + 1 < SR_VPT) next = firsts[(k + 1) % SR_VPT][0];
+                }
+                if (j < s.vecs) store_run(s.r, s.v0 + j, val, next, j + 1 < s.vecs, j == 0);
+            }
+        }
+        if (rank == 0 && t < scalar_count(s.r))
+            s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(grad_out(scalar.y, scalar.dy, dot));
+    }
+    cluster_sync<SR_CLUSTER>();  // no block leaves while another may still read its partial dots
+#undef SRB_SLICE
+}
