@@ -4,6 +4,10 @@
 # tests-fast: the GPU suite but for the >2^31-element and compute-sanitizer tests
 # (about 10 minutes since the halves and the backward: in two calls, tests-core
 # then tests-ops, each within one device call);
+# tests-par: the same, in parallel pytest-xdist workers (WORKERS, default 12) on
+# the one GPU: the suite is bound by its float64 references on the CPU;
+# tests-slow-par: tests-slow in SLOW_WORKERS (default 3) workers;
+# probe: benchmarks/probe_single_read_dtypes.py;
 # tests-slow: those; stress: benchmarks/stress.py (threads x streams x random
 # shapes, layouts and variants) for $STRESS_SECONDS (default 150);
 # memcheck-stress: a sample of those cases under compute-sanitizer memcheck.
@@ -21,6 +25,11 @@ for stage in $1; do
     tests-ops) timeout 560 python3 -m pytest -q -rs -m gpu tests/test_single_read_dtypes_gpu.py tests/test_backward_gpu.py tests/test_torch_autograd_gpu.py \
                  -k "not above_2_to and not sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-ops.log" | tail -30 ;;
     tests-slow) timeout 560 python3 -m pytest -q -rs -m gpu tests -k "above_2_to or sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-slow.log" | tail -30 ;;
+    tests-par) timeout ${PAR_LIMIT:-560} python3 -m pytest -q -rs -n ${WORKERS:-12} -m gpu tests -k "not above_2_to and not sanitizer" -p no:cacheprovider \
+                 2>&1 | tee "$OUT/tests-par.log" | tail -30 ;;
+    tests-slow-par) timeout 560 python3 -m pytest -q -rs -n ${SLOW_WORKERS:-3} -m gpu tests -k "above_2_to or sanitizer" -p no:cacheprovider \
+                 2>&1 | tee "$OUT/tests-slow-par.log" | tail -30 ;;
+    probe) timeout 300 python3 benchmarks/probe_single_read_dtypes.py --reps ${PROBE_REPS:-10} 2>&1 | tee "$OUT/probe.log" | cut -c1-120 ;;
     tests-all) timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tee "$OUT/tests-all.log" | tail -40 ;;
     stress) timeout $(( ${STRESS_SECONDS:-150} + 60 )) python3 benchmarks/stress.py --seconds "${STRESS_SECONDS:-150}" --threads 8 --json "$OUT/stress.json" 2>&1 | tail -8 ;;
     memcheck-stress) timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/stress.py --cases 15 --threads 2 --seed 20261130 --max-elements 2000000 --json "$OUT/stress-memcheck.json" > "$OUT/stress-memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|cases" "$OUT/stress-memcheck.log" | tail -3 ;;
