@@ -467,24 +467,24 @@ def softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, 
     decides: torch's current stream for a torch y), devices, results and
     errors as softmax(), and: TypeError when dy's dtype is not y's,
     ValueError when its shape or device is not y's.  Variants: those with a
-    backward pass (three_pass has none: CannotRun).  Always the checked path
-    (no repeated-call cache)."""
-    return _softmax(y, axis, variant, out, stream, "softmax_backward", dy)
+    backward pass (three_pass has none: CannotRun).  A repeated call takes the
+    forward's fast path (the plan cached by layouts, alignments and aliasing)."""
+    return _call(y, axis, variant, out, stream, "softmax_backward", dy)
 
 
 def log_softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
     """The gradient of log_softmax: dx = dy - exp(y) * sum(dy) along `axis`, where
     y = log_softmax(x) (as torch._log_softmax_backward_data).  Arguments,
     rules and errors as softmax_backward()."""
-    return _softmax(y, axis, variant, out, stream, "log_softmax_backward", dy)
+    return _call(y, axis, variant, out, stream, "log_softmax_backward", dy)
 
 
-def _call(x, axis, variant, out, stream, op: str):
+def _call(x, axis, variant, out, stream, op: str, g=None):
     if stream is None and type(axis) is int and type(variant) is str:
-        fast = _repeat_call(x, axis, variant, out, op)
+        fast = _repeat_call(x, axis, variant, out, op, g)
         if fast is not _MISS:
             return fast
-    return _softmax(x, axis, variant, out, stream, op)
+    return _softmax(x, axis, variant, out, stream, op, g)
 
 
 def _softmax(x, axis, variant: str, out, stream, op: str = "softmax", g=None):
@@ -629,8 +629,9 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
         del g_keep_alive  # as keep_alive below
     else:
         launch(x_ptr, y_ptr, stream)
-    if g is None and default_stream and not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch"):
-        _remember(xv, ov, plan, device, variant, launch, op)
+    if default_stream and not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch") and \
+            (g is None or not g_plan.copy_input):
+        _remember(xv, ov, plan, device, variant, launch, op, gv)
     del keep_alive  # freed to CuPy's pool on `stream`: reused only after the launch
     if plan.copy_output:
         with stream:
@@ -643,8 +644,10 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
 # A call whose arrays have the same type, shape, strides, dtype, device and
 # alignment as an earlier call that needed no copies has the same plan, if
 # its aliasing is the same too: out is x's own pointer again, or out's extent
-# lies clear of x's.  Such a call skips straight to the launch; any other
-# (an out that overlaps x's extent) takes the checked path.
+# lies clear of x's (backward calls: the same for dy, the second input; the
+# inputs themselves are only read, so how they overlap does not matter).
+# Such a call skips straight to the launch; any other (an out that overlaps
+# an input's extent) takes the checked path.
 _MISS = object()
 _calls: dict[tuple, tuple] = {}
 _CALLS_MAX = 4096
@@ -662,20 +665,36 @@ def _key(a) -> tuple | None:
     return None
 
 
-def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str, op: str = "softmax") -> tuple:
-    """Layouts, dtypes, devices and alignments, the op, and whether out is x's
-    pointer: with disjoint extents, what decides a plan."""
+def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str, op: str = "softmax",
+              kg: tuple | None = None) -> tuple:
+    """Layouts, dtypes, devices and alignments, the op, and whether out is an
+    input's pointer: with disjoint extents, what decides a plan (kg: dy's, for
+    backward calls)."""
     x_ptr, *x_layout = kx
-    if ko is None:
-        return (*x_layout, axis, variant, op, x_ptr & 15)
-    y_ptr, *o_layout = ko
-    return (*x_layout, axis, variant, op, x_ptr & 15, *o_layout, y_ptr & 15, y_ptr == x_ptr)
+    key = (*x_layout, axis, variant, op, x_ptr & 15)
+    if kg is not None:
+        g_ptr, *g_layout = kg
+        key += (*g_layout, g_ptr & 15)
+    if ko is not None:
+        y_ptr, *o_layout = ko
+        key += (*o_layout, y_ptr & 15, y_ptr == x_ptr, kg is not None and y_ptr == kg[0])
+    return key
 
 
-def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax"):
+def _clear(a_ptr: int, a_lo: int, a_hi: int, y_ptr: int, o_lo: int, o_hi: int) -> bool:
+    """Whether out (at y_ptr) is an input's own pointer or lies clear of its extent."""
+    return y_ptr == a_ptr or not (y_ptr + o_lo < a_ptr + a_hi and a_ptr + a_lo < y_ptr + o_hi)
+
+
+def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax", g=None):
     kx = _key(x)
     if kx is None:
         return _MISS
+    kg = None
+    if g is not None:
+        kg = _key(g)
+        if kg is None:
+            return _MISS
     if axis < 0:
         axis += len(kx[1])  # an axis still out of range finds no entry
     ko = None
@@ -683,17 +702,19 @@ def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax"):
         ko = _key(out)
         if ko is None:
             return _MISS
-    hit = _calls.get(_call_key(kx, ko, axis, variant, op))
+    hit = _calls.get(_call_key(kx, ko, axis, variant, op, kg))
     if hit is None or kx[4] != cupy.cuda.runtime.getDevice():
         return _MISS
-    call, x_lo, x_hi, o_lo, o_hi = hit
+    call, x_lo, x_hi, o_lo, o_hi, g_lo, g_hi = hit
     x_ptr = kx[0]
+    g_ptr = None if kg is None else kg[0]
     if ko is None:
-        return call(x, x_ptr, None, None)
+        return call(x_ptr, None, None, g_ptr)
     y_ptr = ko[0]
-    if y_ptr != x_ptr and y_ptr + o_lo < x_ptr + x_hi and x_ptr + x_lo < y_ptr + o_hi:
+    if not _clear(x_ptr, x_lo, x_hi, y_ptr, o_lo, o_hi) or \
+            (kg is not None and not _clear(g_ptr, g_lo, g_hi, y_ptr, o_lo, o_hi)):
         return _MISS  # extents overlap: check the elements
-    return call(x, x_ptr, out, y_ptr)
+    return call(x_ptr, out, y_ptr, g_ptr)
 
 
 def _span(a: ArrayView) -> tuple[int, int]:
@@ -702,7 +723,7 @@ def _span(a: ArrayView) -> tuple[int, int]:
 
 
 def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch,
-              op: str = "softmax") -> None:
+              op: str = "softmax", gv: ArrayView | None = None) -> None:
     global _torch_tensor
     x = xv.obj
     if xv.kind == "torch" and _torch_tensor is None:
@@ -711,25 +732,29 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
         _torch_tensor = torch.Tensor
     kx = _key(x)
     ko = None if ov is None else _key(ov.obj)
-    if kx is None or (ov is not None and ko is None):
+    kg = None if gv is None else _key(gv.obj)
+    if kx is None or (ov is not None and ko is None) or (gv is not None and kg is None):
         return
-    key = _call_key(kx, ko, plan.axis, variant, op)
+    key = _call_key(kx, ko, plan.axis, variant, op, kg)
     torch_stream = xv.kind == "torch"
     moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
     dtype, axis = xv.dtype, plan.axis
 
-    def call(x, x_ptr, out, y_ptr):
+    def call(x_ptr, out, y_ptr, g_ptr):
         stream = _current_stream(torch_stream, device)
+        result = out
         if out is None:
-            y, y_ptr = _new_output(torch_stream, moved, dtype, device, axis, stream)
+            result, y_ptr = _new_output(torch_stream, moved, dtype, device, axis, stream)
+        if g_ptr is None:
             launch(x_ptr, y_ptr, stream)
-            return y
-        launch(x_ptr, y_ptr, stream)
-        return out
+        else:
+            launch(x_ptr, y_ptr, stream, g_ptr)
+        return result
 
     if len(_calls) >= _CALLS_MAX:
         _calls.clear()
-    _calls[key] = (call, *_span(xv), *(_span(ov) if ov is not None else (0, 0)))
+    _calls[key] = (call, *_span(xv), *(_span(ov) if ov is not None else (0, 0)),
+                   *(_span(gv) if gv is not None else (0, 0)))
 
 
 def _from_dlpack(a):

@@ -9,7 +9,8 @@ import pytest
 
 import softmax_lab
 from softmax_lab import api, loader
-from softmax_lab.reference import relative_error, softmax_reference
+from softmax_lab.reference import (backward_error, backward_scale, log_softmax_backward_reference, relative_error,
+                                   softmax_backward_reference, softmax_reference)
 from softmax_lab.variants import CannotRun, Shape, preferences
 
 VARIANTS = list(softmax_lab.variants())
@@ -399,6 +400,55 @@ def test_repeated_calls_reuse_the_plan_and_stay_correct(kind):
             softmax_lab.softmax(b[:, :1000], out=b[:, 1:1001])
         with pytest.raises(ValueError, match="overlaps x"):  # the layouts of the call that passed, overlapping
             softmax_lab.softmax(b[:, 4:1004], out=b[:, 1000:])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+@pytest.mark.parametrize("op", ["softmax_backward", "log_softmax_backward"])
+def test_repeated_backward_calls_reuse_the_plan_and_stay_correct(kind, op):
+    """Backward calls take the repeated-call path too: a plan per layout and aliasing (out new,
+    out = dy, out = y, dy = y), right every time on fresh data, and an out that overlaps dy (or y)
+    where the cached call's did not is still refused."""
+    cp = _cp()
+    api._calls.clear()
+    f = getattr(softmax_lab, op)
+    ref = softmax_backward_reference if op == "softmax_backward" else log_softmax_backward_reference
+    scale = (lambda a: a) if op == "softmax_backward" else cp.log
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        new = lambda: torch.randn(8, 1031, device="cuda")  # noqa: E731
+        to_cp = cp.asarray
+    else:
+        new = lambda: cp.random.standard_normal((8, 1031), dtype=cp.float32)  # noqa: E731
+        to_cp = lambda a: a  # noqa: E731
+
+    def forward():
+        return scale(softmax_reference(to_cp(new())).astype(cp.float32))
+
+    def check(dx, dy, y):
+        err = backward_error(to_cp(dx).astype(cp.float64), ref(dy, y), backward_scale(dy, y, op))
+        assert err < 1e-6, err
+
+    for trial in range(3):
+        y, dy, out = forward(), to_cp(new()), new()
+        y = y if kind == "cupy" else torch.as_tensor(y, device="cuda")
+        y64, dy64 = to_cp(y).astype(cp.float64), to_cp(dy).astype(cp.float64)
+        check(f(dy, y), dy64, y64)
+        assert f(dy, y, out=out) is out
+        check(out, dy64, y64)
+        check(f(y, y), y64, y64)  # dy is y
+        assert f(dy, y, out=dy) is dy  # in place on dy
+        check(dy, dy64, y64)
+        assert f(to_cp(dy64).astype(cp.float32) if kind == "cupy" else torch.as_tensor(dy64, device="cuda").float(),
+                 y, out=y) is y  # in place on y
+        check(y, dy64, y64)
+    assert len(api._calls) == 4, list(api._calls)  # out new (also for dy = y), out clear, out = dy, out = y
+    if kind == "cupy":  # cached with out clear of dy; the same layouts with out overlapping dy: checked afresh
+        b = cp.random.standard_normal((8, 3000), dtype=cp.float32)
+        b[:, :1000] = forward()[:, :1000]
+        f(b[:, 1000:2000], b[:, :1000], out=b[:, 2000:])
+        with pytest.raises(ValueError, match="overlaps dy"):
+            f(b[:, 1000:2000], b[:, :1000], out=b[:, 1004:2004])
 
 
 class StreamedCai:
