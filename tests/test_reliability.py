@@ -367,18 +367,22 @@ def test_torch_tensor_on_the_second_device():
     assert float(diff) < 1e-6
 
 
+def _fresh_8x1031(kind):
+    """(new, to_cp): a fresh 8 x 1031 float32 standard-normal draw of `kind` (cupy or torch) per
+    call, and its CuPy view."""
+    cp = _cp()
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        return (lambda: torch.randn(8, 1031, device="cuda")), cp.asarray
+    return (lambda: cp.random.standard_normal((8, 1031), dtype=cp.float32)), (lambda a: a)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["cupy", "torch"])
 def test_repeated_calls_reuse_the_plan_and_stay_correct(kind):
     cp = _cp()
     api._calls.clear()
-    if kind == "torch":
-        torch = pytest.importorskip("torch")
-        new = lambda: torch.randn(8, 1031, device="cuda")  # noqa: E731
-        to_cp = cp.asarray
-    else:
-        new = lambda: cp.random.standard_normal((8, 1031), dtype=cp.float32)  # noqa: E731
-        to_cp = lambda a: a  # noqa: E731
+    new, to_cp = _fresh_8x1031(kind)
     y = new()
     for trial in range(3):
         x = new()
@@ -414,13 +418,8 @@ def test_repeated_backward_calls_reuse_the_plan_and_stay_correct(kind, op):
     f = getattr(softmax_lab, op)
     ref = softmax_backward_reference if op == "softmax_backward" else log_softmax_backward_reference
     scale = (lambda a: a) if op == "softmax_backward" else cp.log
-    if kind == "torch":
-        torch = pytest.importorskip("torch")
-        new = lambda: torch.randn(8, 1031, device="cuda")  # noqa: E731
-        to_cp = cp.asarray
-    else:
-        new = lambda: cp.random.standard_normal((8, 1031), dtype=cp.float32)  # noqa: E731
-        to_cp = lambda a: a  # noqa: E731
+    new, to_cp = _fresh_8x1031(kind)
+    torch = pytest.importorskip("torch") if kind == "torch" else None
 
     def forward():
         return scale(softmax_reference(to_cp(new())).astype(cp.float32))
