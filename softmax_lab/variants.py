@@ -536,12 +536,12 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
         raise CannotRun(f"variant 'single_read' holds rows of at most "
                         f"{_single_read_limit(dev, shape.dtype, shape.op)} {shape.dtype} elements on {dev.name}; "
                         f"got {shape.cols}")
-    if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
-            _block_smem(config.threads, config.vpt, config.stages) + SMEM_RESERVED > dev.smem_optin_bytes:
-        raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
     if config.wide and not holds_wide(shape.dtype, shape.op):
         raise CannotRun(f"variant 'single_read': {config} is a wide plan, for float16 or bfloat16 softmax only; "
                         f"got {shape.dtype} {shape.op}")
+    if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
+            _block_smem(config.threads, config.vpt, config.stages) + SMEM_RESERVED > dev.smem_optin_bytes:
+        raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
     if _registers_needed(config.vpt, config.cluster, shape.itemsize, 1, config.wide) > \
             _register_budget(config.threads, config.blocks_per_sm):
         raise CannotRun(f"variant 'single_read': {config} exceeds the register budget for {shape.dtype}")
@@ -587,13 +587,14 @@ def _prepare_single_read_backward(shape: Shape, dev: DeviceInfo, config: Cluster
                              dev, groups, "single_read")
 
 
-def _single_read_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
+def _single_read_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax", wide: bool = False) -> int:
     """The longest row of `dtype` single_read holds on `dev`: the largest cluster,
     the largest slice a block holds in registers (within its shared memory);
     16-byte vectors, so twice as many halves as floats.  The backward holds y and
-    dy: about half the forward's row."""
+    dy: about half the forward's row.  wide: the longest row of halves a wide plan
+    holds (single_read_plan takes the packed one past it; the limit is the packed one)."""
     arrays = 2 if op in BACKWARD_OPS else 1
-    per_block = max((t * min(_max_vpt(t, 1, 2, ITEMSIZE, arrays),
+    per_block = max((t * min(_max_vpt(t, 1, 2, ITEMSIZE, arrays, wide),
                              _smem_budget(dev, 1) * 2 // (t * (2 * VECTOR_BYTES * arrays + 1)))
                      for t in range(MIN_THREADS_PER_SM, 1025, 32)), default=0)
     return MAX_CLUSTER * per_block * VECTOR_BYTES // DTYPES[dtype]
