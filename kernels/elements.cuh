@@ -116,18 +116,33 @@ __device__ __forceinline__ float vec_max(const Floats8& f) {
 
 __device__ __forceinline__ float vec_max(float4 v) { return max4(v); }
 
-// sum_j e^(v_j - base) over a vector.
-__device__ __forceinline__ float vec_exp_sum(float4 v, float base) {
-    const float4 e = scale4(v, base, 1.f);
-    return (e.x + e.y) + (e.z + e.w);
+// Element-wise e^(v - base), a vector's pairwise sum and its product by s,
+// for 4 floats or 8 widened halves.
+__device__ __forceinline__ float4 vec_exp(float4 v, float base) { return scale4(v, base, 1.f); }
+__device__ __forceinline__ float vec_sum(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+__device__ __forceinline__ float4 vec_mul(float4 v, float s) { return mul4(v, s); }
+
+__device__ __forceinline__ Floats8 vec_exp(const Floats8& f, float base) {
+    Floats8 e;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) e.v[c] = exp_approx(f.v[c] - base);
+    return e;
 }
 
-__device__ __forceinline__ float vec_exp_sum(const Floats8& f, float base) {
-    float e[8];
-#pragma unroll
-    for (int c = 0; c < 8; ++c) e[c] = exp_approx(f.v[c] - base);
-    return ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
+__device__ __forceinline__ float vec_sum(const Floats8& f) {
+    return ((f.v[0] + f.v[1]) + (f.v[2] + f.v[3])) + ((f.v[4] + f.v[5]) + (f.v[6] + f.v[7]));
 }
+
+__device__ __forceinline__ Floats8 vec_mul(const Floats8& f, float s) {
+    Floats8 y;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) y.v[c] = f.v[c] * s;
+    return y;
+}
+
+// sum_j e^(v_j - base) over a vector.
+__device__ __forceinline__ float vec_exp_sum(float4 v, float base) { return vec_sum(vec_exp(v, base)); }
+__device__ __forceinline__ float vec_exp_sum(const Floats8& f, float base) { return vec_sum(vec_exp(f, base)); }
 
 __device__ __forceinline__ void online_add_vec(MaxSum& acc, float4 v) { online_add4(acc, v); }
 

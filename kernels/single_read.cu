@@ -15,15 +15,19 @@
 //      and the stage is handed back to the copy engine at once;
 //   3. per thread: max m_t, then e = 2^((x - m_t) log2 e) and its sum; the
 //      block merges the (max, sum) pairs.  float32 softmax keeps e in place
-//      of x (SR_IN_PLACE); the other builds keep x as loaded (halves stay
-//      packed, 4 registers per vector whatever the dtype) and compute the
-//      output from x in step 5;
+//      of x (SR_IN_PLACE), one exponential per element; so does half softmax
+//      built wide (SR_WIDE: each vector widened from the stage to 8 floats,
+//      8 registers per vector); the other builds (log_softmax, half softmax
+//      rows too long for the wide plan) keep x as loaded (halves stay packed,
+//      4 registers per vector whatever the dtype) and compute the output from
+//      x in step 5 (softmax: a second exponential);
 //   4. each block publishes its pair in its own shared memory; after one
 //      cluster barrier every thread reads the SR_CLUSTER pairs through
 //      distributed shared memory and merges them in a fixed order (the same
 //      in every block, so every block gets bitwise the same (M, S));
-//   5. y = e * e^(m_t - M) / S (in place), or from x: e^(x - M) / S,
-//      (x - M) - log(S) (RowOutput); stored with 16-byte stores at any
+//   5. y = e * e^(m_t - M) / S (in place; wide: rounded once to halves from
+//      that float product), or from x: e^(x - M) / S, (x - M) - log(S)
+//      (RowOutput); stored with 16-byte stores at any
 //      alignment of y: where y is not aligned like x, each stored vector is
 //      made of two neighbouring ones (warp shuffles, and shared memory across
 //      warps), so only the 3 + 3 floats (7 + 7 halves) at a slice's ends are
@@ -57,6 +61,9 @@
 #ifndef SR_BLOCKS_PER_SM
 #define SR_BLOCKS_PER_SM 1  // register budget: 65536 / (SR_THREADS * SR_BLOCKS_PER_SM) per thread
 #endif
+#ifndef SR_WIDE
+#define SR_WIDE 0  // 1: half softmax held as floats, e in place (both kernels of the build)
+#endif
 
 #define SR_CAPACITY (SR_THREADS * SR_VPT)  // float4 vectors a block holds per row
 #define SR_WARPS (SR_THREADS / 32)
@@ -71,21 +78,34 @@ static_assert(SR_CLUSTER >= 1 && SR_CLUSTER <= 16 && (SR_CLUSTER & (SR_CLUSTER -
 static_assert(SR_THREADS % 32 == 0 && SR_THREADS >= 32 && SR_THREADS <= 1024,
               "whole warps (the block reductions and store4_warp), at most 1024 threads");
 static_assert(SR_VPT >= 1 && SR_STAGES >= 1 && SR_BLOCKS_PER_SM >= 1, "positive sizes");
+static_assert(SR_WIDE == 0 || (SR_WIDE == 1 && SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD),
+              "SR_WIDE is for float16 and bfloat16 softmax (forward) only");
 static_assert((long long)SR_STAGES * SR_CAPACITY * 16 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
               "the stages (and 1/32 of a stage for realigned stores) must fit in the shared memory of a block");
 // Registers: an SM's 4 partitions hold 16384 each and take the warps in turn.
 #define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
 #define SR_REGISTER_BUDGET (16384 / (32 * SR_WARPS_PER_PARTITION) / 8 * 8)
-// Others: 32, 40 without a cluster, 76 for halves without a cluster (measured with ptxas, variants.py).
-#define SR_OTHER_REGISTERS (SR_CLUSTER > 1 ? 32 : SOFTMAX_DTYPE == 0 ? 40 : 76)
-static_assert(4 * SR_VPT + SR_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
-              "the row (4 registers per vector) plus 32 others (40 without a cluster) must fit the register budget");
+// The row: 4 registers per vector (4 floats, or 8 packed halves), 8 when wide
+// (8 widened halves).  Others (measured with ptxas, NVRTC 12.9; variants.py):
+// 32, 40 without a cluster, 76 for packed halves without a cluster, 40 for
+// wide ones (fp16 1 x 512 x 12 spilled at 32).  Wide, at most 12 vectors (96
+// registers, as 24 of floats): past 12, ptxas needed up to 40 others with a
+// cluster too (2 x 256 x 27 spilled at 248 registers).
+#define SR_REGISTERS_PER_VECTOR (SR_WIDE ? 8 : 4)
+#ifndef SR_OTHER_REGISTERS  // -DSR_OTHER_REGISTERS=0 lets ptxas be probed past the model
+#define SR_OTHER_REGISTERS (SR_CLUSTER > 1 ? 32 : SOFTMAX_DTYPE == 0 || SR_WIDE ? 40 : 76)
+#endif
+static_assert(SR_REGISTERS_PER_VECTOR * SR_VPT + SR_OTHER_REGISTERS <=
+                  (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
+              "the row (4 registers per vector, 8 wide) plus the others must fit the register budget");
+static_assert(!SR_WIDE || SR_VPT <= 12, "wide: at most 12 vectors (96 registers) per thread");
 
 // ------------------------------------------------------------ the vectors
-// SR_IN_PLACE: float32 softmax keeps e = e^(x - m_t) in the registers (one
-// exponential per element); the other builds keep x as loaded and compute the
-// output from it (softmax: a second exponential, of x - M).
-#define SR_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG)
+// SR_IN_PLACE: float32 softmax, and half softmax built wide, keep e =
+// e^(x - m_t) in the registers (one exponential per element); the other builds
+// keep x as loaded and compute the output from it (softmax: a second
+// exponential, of x - M).
+#define SR_IN_PLACE ((SOFTMAX_DTYPE == 0 || SR_WIDE) && !SOFTMAX_LOG)
 #define SR_VEC (16 / (int)sizeof(elem_t))  // elements per 16-byte vector
 
 #if SOFTMAX_DTYPE == 0
@@ -118,6 +138,16 @@ __device__ __forceinline__ float vec_max(uint4 raw) {
     return fmaxf(to_float(elem_t{(unsigned short)(m & 0xffffu)}), to_float(elem_t{(unsigned short)(m >> 16)}));
 }
 __device__ __forceinline__ uint4 narrow(const Floats8& f) { return narrow8<elem_t>(f); }
+#endif
+
+// reg_t: a vector as a thread holds it, hold(): from the loaded vector.  Wide,
+// 8 floats (widened once, exactly); else as loaded.
+#if SR_WIDE
+typedef Floats8 reg_t;
+__device__ __forceinline__ Floats8 hold(uint4 raw) { return widen(raw); }
+#else
+typedef vec_t reg_t;
+__device__ __forceinline__ vec_t hold(vec_t raw) { return raw; }
 #endif
 
 // An empty asm that the compiler must assume changes v: the widened floats of
@@ -301,11 +331,11 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // 2. stage -> registers, then hand the stage back to the copy engine.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
         const vec_t* buf = stages + stage * SR_CAPACITY;
-        vec_t v[SR_VPT];
+        reg_t v[SR_VPT];
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
-            v[k] = j < s.vecs ? buf[j] : empty_vec();
+            v[k] = hold(j < s.vecs ? buf[j] : empty_vec());
         }
         __syncthreads();
         if (it + SR_STAGES < my_rows) {
@@ -327,8 +357,8 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #if SR_IN_PLACE
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
-            v[k] = scale4(v[k], base, 1.f);
-            sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+            v[k] = vec_exp(v[k], base);
+            sum += vec_sum(v[k]);
         }
         scalar = exp_approx(scalar - base);
         sum += scalar;
@@ -349,10 +379,12 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 
         // 5. the output.  In place, m = -inf means all of this thread's
         // elements are -inf: e^(m - M) is 0, or NaN when the whole row is -inf.
+        // Wide, each product is rounded once to a half (narrow).
+        vec_t out[SR_VPT];  // the output vectors, as stored
 #if SR_IN_PLACE
         const float scale = exp_approx(m - total.max) * (1.f / total.sum);
 #pragma unroll
-        for (int k = 0; k < SR_VPT; ++k) v[k] = mul4(v[k], scale);
+        for (int k = 0; k < SR_VPT; ++k) out[k] = narrow(vec_mul(v[k], scale));
 #else
 #if SOFTMAX_LOG
         // log(S) + 0 * (1 / S) is log(S) (S >= 1, or 0 or NaN for a row whose
@@ -367,14 +399,14 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             opaque(v[k]);
-            v[k] = narrow(f(widen(v[k])));
+            out[k] = narrow(f(widen(v[k])));
         }
 #endif
         if (s.r.y_shift == 0) {
 #pragma unroll
             for (int k = 0; k < SR_VPT; ++k) {
                 const i64 j = t + k * SR_THREADS;
-                if (j < s.vecs) store_aligned(s.r.y + s.r.head + SR_VEC * (s.v0 + j), v[k]);
+                if (j < s.vecs) store_aligned(s.r.y + s.r.head + SR_VEC * (s.v0 + j), out[k]);
             }
         } else {
             // y is not aligned like x (the whole block takes this branch): the
@@ -385,13 +417,13 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             const unsigned lane = t & 31, warp = t >> 5;
             if (lane == 0) {
 #pragma unroll
-                for (int k = 0; k < SR_VPT; ++k) firsts[k][warp] = v[k];
+                for (int k = 0; k < SR_VPT; ++k) firsts[k][warp] = out[k];
             }
             __syncthreads();
 #pragma unroll
             for (int k = 0; k < SR_VPT; ++k) {
                 const i64 j = t + k * SR_THREADS;
-                const vec_t val = v[k];
+                const vec_t val = out[k];
                 vec_t next = shfl_next(val);
                 if (lane == 31) {
                     if (warp + 1 < SR_WARPS) next = firsts[k][warp + 1];
@@ -401,7 +433,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             }
         }
 #if SR_IN_PLACE
-        if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = scalar * scale;
+        if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(scalar * scale);
 #else
         if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(f(scalar));
 #endif
@@ -412,13 +444,16 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 // ------------------------------------------------------------ the warp kernel
 // Rows of at most 32 * SR_WARP_VPT 16-byte vectors: one warp per row, the row
 // in registers, warp shuffles for the reductions (no shared memory, no block
-// barrier); loads and stores with the evict-last policy, as above.  Launch:
+// barrier); loads and stores with the evict-last policy, as above.  SR_WIDE
+// holds halves as floats here too (8 x 8 registers + 32 fit its 128: ptxas
+// used 106 for 8 vectors, NVRTC 12.9), e in place, one exponential.  Launch:
 // blocks of 32 threads, one per row (the block loops over rows blockIdx.x +
 // k * gridDim.x beyond the grid).
 #ifndef SR_WARP_VPT
 #define SR_WARP_VPT 8
 #endif
-static_assert(SR_WARP_VPT >= 1 && 4 * SR_WARP_VPT + 32 <= 128, "the row must fit 128 registers per thread");
+static_assert(SR_WARP_VPT >= 1 && SR_REGISTERS_PER_VECTOR * SR_WARP_VPT + 32 <= 128,
+              "the row (4 registers per vector, 8 wide) plus 32 others must fit 128 registers per thread");
 
 extern "C" __global__ void __launch_bounds__(32, 16)
     single_read_warp(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
@@ -426,11 +461,11 @@ extern "C" __global__ void __launch_bounds__(32, 16)
     for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
         const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
         const vec_t* in = body_vecs(r);
-        vec_t v[SR_WARP_VPT];
+        reg_t v[SR_WARP_VPT];
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = lane + 32 * k;
-            v[k] = j < r.vecs ? load_evict_last(in + j) : empty_vec();
+            v[k] = hold(j < r.vecs ? load_evict_last(in + j) : empty_vec());
         }
         const bool owns_scalar = lane < scalar_count(r);
         float scalar = owns_scalar ? to_float(r.x[scalar_index(r, lane)]) : SOFTMAX_NEG_INF;
@@ -444,13 +479,13 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         scalar = sum;
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
-            v[k] = scale4(v[k], base, 1.f);
-            sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+            v[k] = vec_exp(v[k], base);
+            sum += vec_sum(v[k]);
         }
         // e^(base - m) is 1, or NaN-making inf when the whole row is -inf.
         const float scale = exp_approx(base - m) / warp_sum(sum);
-        const auto out = [scale](float4 e) { return mul4(e, scale); };
-        const auto out1 = [scale](float e) { return e * scale; };
+        const auto out = [scale](const reg_t& e) { return narrow(vec_mul(e, scale)); };
+        const auto out1 = [scale](float e) { return from_float<elem_t>(e * scale); };
 #else
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {

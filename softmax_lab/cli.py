@@ -384,6 +384,9 @@ def _info(args) -> int:
         builds += [(_source_of(v, op), "sm_90" if _source_of(v, op) != v.source else arch,
                     registry.kernel_defines(dtype, op)) for dtype in v.dtypes for op in v.ops
                    if (dtype, op) != ("float32", "softmax")]
+    holds_wide = getattr(registry, "holds_wide", lambda dtype, op: False)  # single_read's wide half softmax
+    builds += [("single_read.cu", "sm_90", registry.kernel_defines(dtype, "softmax") | {"SR_WIDE": 1})
+               for dtype in ("float16", "bfloat16") if holds_wide(dtype, "softmax")]
     print("\ncompile check (NVRTC, no GPU needed):")
     failures = 0
     for source, build_arch, defines in builds:

@@ -195,16 +195,26 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
 #      pipeline) x the slice a block moves per round x blocks sharing an SM,
 #      x (1 + LARGER_CLUSTER_COST) for 2 * c_min; ties go to the first of
 #      (c_min, one block per SM), (c_min, two), (2 * c_min, one), (2 * c_min, two).
+#   5. float16/bfloat16 softmax: the wide plan (ClusterConfig.wide, SR_WIDE:
+#      halves widened to floats in registers, 8 registers per vector, so e
+#      stays in place and each element takes one exponential, not two) where
+#      one holds the row; else the packed plan (4 registers per vector), which
+#      holds rows twice as long (single_read_plan).  The stages hold the halves
+#      either way.  Not yet measured on a GPU (notes/TUNING.md).
 VECTOR_BYTES = 16  # every kernel moves 16-byte vectors (4 fp32, 8 fp16/bf16 elements)
 REGISTERS_PER_SM = 65536  # every sm_70+ device
 OTHER_REGISTERS = 32  # registers per thread besides the row (indices, reductions)
 OTHER_REGISTERS_ONE_BLOCK = 40  # the same for clusters of one block (measured with ptxas: 1-8 more)
 # ... and for halves: at 128 registers, 14 to 18 vectors per thread spilled (ptxas, NVRTC 12.9), 13 did not
 OTHER_REGISTERS_ONE_BLOCK_HALVES = 76
+# ... and for halves held wide (SR_WIDE), 8 registers per vector, at most WIDE_MAX_VPT vectors: 40 without a
+# cluster (fp16 1 x 512 x 12 spilled at 32), 32 with one (ptxas, NVRTC 12.9; past 12 vectors up to 40)
+OTHER_REGISTERS_ONE_BLOCK_WIDE = 40
 # The backward (single_read_backward.cu) holds y and dy: 8 registers per vector pair, plus 32 others
 # with a cluster, 40 without, 56 for halves without (ptxas, NVRTC 12.9: 1 x 512 x 10 spilled at 48).
 BACKWARD_OTHER_REGISTERS_ONE_BLOCK_HALVES = 56
 MAX_VPT = 24  # vectors per thread in registers (8 x 512 x 24 is the measured best at 393216)
+WIDE_MAX_VPT = 12  # the same 96 registers of floats, 8 to a vector of widened halves (single_read.cu asserts it)
 VPT_TARGET = 16
 GOOD_FILL = 0.93
 MIN_FILL = 0.9  # what every derived plan reaches (tests/test_variants.py)
@@ -239,12 +249,15 @@ class ClusterConfig:
     stages: int  # shared-memory stages in the load ring
     blocks_per_sm: int = 1  # blocks the register budget is sized for
     arrays: int = 1  # arrays held on chip: 1 forward (x), 2 backward (y and dy; vpt counts vector pairs)
+    wide: bool = False  # half softmax with the halves widened in registers (SR_WIDE): 8 registers per vector
 
     def __post_init__(self):
         _check_cluster_and_threads(self.cluster, self.threads)
         if min(self.vpt, self.stages, self.blocks_per_sm) < 1 or self.arrays not in (1, 2):
             raise ValueError(f"vpt, stages and blocks_per_sm must be positive, arrays 1 or 2: {self}")
-        if _registers_needed(self.vpt, self.cluster, ITEMSIZE, self.arrays) > \
+        if self.wide and (self.arrays != 1 or self.vpt > WIDE_MAX_VPT):
+            raise ValueError(f"{self}: wide plans hold one array, at most {WIDE_MAX_VPT} vectors per thread")
+        if _registers_needed(self.vpt, self.cluster, ITEMSIZE, self.arrays, self.wide) > \
                 _register_budget(self.threads, self.blocks_per_sm):
             raise ValueError(f"{self}: {self.vpt} vectors per thread exceed the register budget")
 
@@ -265,13 +278,15 @@ class ClusterConfig:
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
         d = {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages,
              "SR_BLOCKS_PER_SM": self.blocks_per_sm}
+        if self.wide:
+            d["SR_WIDE"] = 1
         if dev is not None:
             d["SR_SMEM_LIMIT"] = dev.smem_optin_bytes
         return d
 
     def label(self) -> str:
         return f"{self.cluster}x{self.threads}x{self.vpt}x{self.stages}x{self.blocks_per_sm}" + \
-            ("b" if self.arrays == 2 else "")
+            ("b" if self.arrays == 2 else "") + ("w" if self.wide else "")
 
 
 def _register_budget(threads: int, blocks_per_sm: int) -> int:
@@ -283,17 +298,24 @@ def _register_budget(threads: int, blocks_per_sm: int) -> int:
     return min(255, REGISTERS_PER_SM // 4 // (32 * warps_per_partition) // 8 * 8)
 
 
-def _other_registers(cluster: int, itemsize: int = ITEMSIZE) -> int:
+def _other_registers(cluster: int, itemsize: int = ITEMSIZE, wide: bool = False) -> int:
     if cluster > 1:
         return OTHER_REGISTERS
+    if wide:
+        return OTHER_REGISTERS_ONE_BLOCK_WIDE
     return OTHER_REGISTERS_ONE_BLOCK if itemsize == ITEMSIZE else OTHER_REGISTERS_ONE_BLOCK_HALVES
 
 
-def _registers_needed(vpt: int, cluster: int, itemsize: int = ITEMSIZE, arrays: int = 1) -> int:
-    """Registers per thread of single_read (4 per vector plus the others) or, arrays=2, of
+def _registers_per_vector(wide: bool) -> int:
+    """Registers single_read holds a 16-byte vector in: 4 (4 floats or 8 packed halves), 8 wide."""
+    return 8 if wide else 4
+
+
+def _registers_needed(vpt: int, cluster: int, itemsize: int = ITEMSIZE, arrays: int = 1, wide: bool = False) -> int:
+    """Registers per thread of single_read (4 per vector, 8 wide, plus the others) or, arrays=2, of
     single_read_backward (8 per vector pair plus its others; its source includes single_read.cu's
     checks too)."""
-    forward = 4 * vpt + _other_registers(cluster, itemsize)
+    forward = _registers_per_vector(wide) * vpt + _other_registers(cluster, itemsize, wide)
     if arrays == 1:
         return forward
     others = OTHER_REGISTERS if cluster > 1 else (
@@ -301,12 +323,14 @@ def _registers_needed(vpt: int, cluster: int, itemsize: int = ITEMSIZE, arrays: 
     return max(forward, 8 * vpt + others)
 
 
-def _max_vpt(threads: int, blocks_per_sm: int, cluster: int = 2, itemsize: int = ITEMSIZE, arrays: int = 1) -> int:
-    """Vectors per thread in registers: halves stay packed, 4 registers per 16-byte vector as floats
-    (arrays=2: vector pairs of y and dy, 8 registers each)."""
+def _max_vpt(threads: int, blocks_per_sm: int, cluster: int = 2, itemsize: int = ITEMSIZE, arrays: int = 1,
+             wide: bool = False) -> int:
+    """Vectors per thread in registers: halves stay packed, 4 registers per 16-byte vector as floats;
+    wide, 8 (arrays=2: vector pairs of y and dy, 8 registers each)."""
     budget = _register_budget(threads, blocks_per_sm)
     if arrays == 1:
-        return min(MAX_VPT, (budget - _other_registers(cluster, itemsize)) // 4)
+        per_vector = _registers_per_vector(wide)
+        return min(WIDE_MAX_VPT if wide else MAX_VPT, (budget - _other_registers(cluster, itemsize, wide)) // per_vector)
     return max([v for v in range(1, MAX_VPT // arrays + 1) if _registers_needed(v, cluster, itemsize, arrays) <= budget],
                default=0)
 
@@ -324,7 +348,7 @@ def _smem_budget(dev: DeviceInfo, blocks_per_sm: int) -> int:
 
 def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TARGET,
                 cluster: int = 2, smem_budget: int = 1 << 30, itemsize: int = ITEMSIZE,
-                arrays: int = 1) -> tuple[int, int] | None:
+                arrays: int = 1, wide: bool = False) -> tuple[int, int] | None:
     """(threads, vpt) for a slice of `per_block` vectors, or None if no block
     holds it: at least MIN_THREADS_PER_SM / blocks_per_sm threads (fewer only
     for shorter slices), within the register budget and a stage of at most
@@ -334,7 +358,7 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
     fewest = min(MIN_THREADS_PER_SM // blocks_per_sm, -(-per_block // 32) * 32)
     for threads in range(fewest, 1025, 32):
         vpt = max(1, -(-per_block // threads))
-        if vpt > _max_vpt(threads, blocks_per_sm, cluster, itemsize, arrays) or \
+        if vpt > _max_vpt(threads, blocks_per_sm, cluster, itemsize, arrays, wide) or \
                 _block_smem(threads, vpt, 1, arrays) > smem_budget:
             continue
         fill = per_block / (threads * vpt)
@@ -344,34 +368,35 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
     return best
 
 
-def _config_for(vecs: int, cluster: int, blocks_per_sm: int, dev: DeviceInfo,
-                vpt_target: int = VPT_TARGET, itemsize: int = ITEMSIZE, arrays: int = 1) -> ClusterConfig | None:
+def _config_for(vecs: int, cluster: int, blocks_per_sm: int, dev: DeviceInfo, vpt_target: int = VPT_TARGET,
+                itemsize: int = ITEMSIZE, arrays: int = 1, wide: bool = False) -> ClusterConfig | None:
     """Steps 2 and 3 of the rule for one cluster size and blocks per SM."""
     budget = _smem_budget(dev, blocks_per_sm)
-    shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster, budget, itemsize, arrays)
+    shape = block_shape(-(-vecs // cluster), blocks_per_sm, vpt_target, cluster, budget, itemsize, arrays, wide)
     if shape is None:
         return None
     stage = shape[0] * shape[1] * VECTOR_BYTES * arrays
     fit = max(s for s in range(1, MAX_STAGES + 1) if s == 1 or _block_smem(*shape, s, arrays) <= budget)
     stages = 1 if cluster > 1 else max(1, min(fit, STAGES_BYTES // stage))
-    return ClusterConfig(cluster, *shape, stages, blocks_per_sm, arrays)
+    return ClusterConfig(cluster, *shape, stages, blocks_per_sm, arrays, wide)
 
 
 def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
-                           vpt_target: int = VPT_TARGET, arrays: int = 1) -> list[ClusterConfig]:
+                           vpt_target: int = VPT_TARGET, arrays: int = 1, wide: bool = False) -> list[ClusterConfig]:
     """The configurations step 4 chooses from: the smallest cluster that holds
     rows of `cols` on `dev` and the next, one or two blocks per SM.  arrays=2:
     the backward's, y and dy on chip (twice the bytes per element; vpt and its
-    target count vector pairs)."""
+    target count vector pairs).  wide: halves widened in registers (8 registers
+    per vector, so vpt and its target are halved as for arrays=2)."""
     vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
-    vpt_target = max(1, vpt_target // arrays)
+    vpt_target = max(1, vpt_target // (arrays * _registers_per_vector(wide) // 4))
     sizes = [c for c in (1, 2, 4, 8, 16)
-             if c <= MAX_CLUSTER and _config_for(vecs, c, 1, dev, vpt_target, itemsize, arrays)]
+             if c <= MAX_CLUSTER and _config_for(vecs, c, 1, dev, vpt_target, itemsize, arrays, wide)]
     sizes = sizes[:1] + [c for c in sizes[1:2] if vecs // c >= MIN_SLICE]
     found = []
     for cluster in sizes:
         for blocks_per_sm in (1, 2):
-            config = _config_for(vecs, cluster, blocks_per_sm, dev, vpt_target, itemsize, arrays)
+            config = _config_for(vecs, cluster, blocks_per_sm, dev, vpt_target, itemsize, arrays, wide)
             if config is not None:
                 found.append(config)
     return found
@@ -396,14 +421,29 @@ def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, grou
 
 
 def single_read_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE,
-                       vpt_target: int = VPT_TARGET, arrays: int = 1) -> ClusterConfig | None:
+                       vpt_target: int = VPT_TARGET, arrays: int = 1, wide: bool = False) -> ClusterConfig | None:
     """single_read's configuration for `rows` rows of `cols` elements on `dev`, or None
-    (arrays=2: the backward's, y and dy on chip)."""
-    found = single_read_candidates(cols, dev, itemsize, vpt_target, arrays)
+    (arrays=2: the backward's, y and dy on chip; wide: halves widened in registers)."""
+    found = single_read_candidates(cols, dev, itemsize, vpt_target, arrays, wide)
     if not found:
         return None
     smallest = found[0].cluster
     return min(found, key=lambda c: plan_cost(c, rows, cols, dev, smallest_cluster=smallest, itemsize=itemsize))
+
+
+def holds_wide(dtype: str, op: str) -> bool:
+    """Whether single_read builds `dtype` `op` wide where a plan holds the row (step 5):
+    float16 and bfloat16 softmax, the forward op with two exponentials per element packed."""
+    return DTYPES[dtype] == 2 and op == "softmax"
+
+
+def single_read_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str = "float32",
+                     op: str = "softmax") -> ClusterConfig | None:
+    """single_read's plan for a forward op (the rule's five steps): the wide plan for half
+    softmax where one holds the row, else the packed (or float32) one; None past the limit."""
+    itemsize = DTYPES[dtype]
+    wide = single_read_config(cols, dev, rows, itemsize, wide=True) if holds_wide(dtype, op) else None
+    return wide or single_read_config(cols, dev, rows, itemsize)
 
 
 def _cluster_kernel(source: str, config, dev: DeviceInfo, defines: dict[str, int] | None = None) -> cupy.RawKernel:
@@ -481,8 +521,9 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
         return _prepare_single_read_backward(shape, dev, config, groups)
     defines = kernel_defines(shape.dtype, shape.op)
     if config is None and shape.cols * shape.itemsize <= WARP_ROW_BYTES:
-        function = loader.get_kernel("single_read.cu", "single_read_warp", {"SR_WARP_VPT": WARP_ROW_VPT} | defines,
-                                     device_id=dev.id).kernel
+        wide = {"SR_WIDE": 1} if holds_wide(shape.dtype, shape.op) else {}
+        function = loader.get_kernel("single_read.cu", "single_read_warp",
+                                     {"SR_WARP_VPT": WARP_ROW_VPT} | defines | wide, device_id=dev.id).kernel
         grid = (min(shape.rows, 2**31 - 1),)
         scalars = shape.scalars()
 
@@ -490,15 +531,18 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
             function(grid, (32,), (_ptr(x), _ptr(y), *scalars), stream=stream)
 
         return launch_warp
-    config = config or single_read_config(shape.cols, dev, shape.rows, shape.itemsize)
+    config = config or single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     if config is None:
         raise CannotRun(f"variant 'single_read' holds rows of at most "
                         f"{_single_read_limit(dev, shape.dtype, shape.op)} {shape.dtype} elements on {dev.name}; "
                         f"got {shape.cols}")
+    if config.wide and not holds_wide(shape.dtype, shape.op):
+        raise CannotRun(f"variant 'single_read': {config} is a wide plan, for float16 or bfloat16 softmax only; "
+                        f"got {shape.dtype} {shape.op}")
     if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
             _block_smem(config.threads, config.vpt, config.stages) + SMEM_RESERVED > dev.smem_optin_bytes:
         raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
-    if config.cluster == 1 and 4 * config.vpt + _other_registers(1, shape.itemsize) > \
+    if _registers_needed(config.vpt, config.cluster, shape.itemsize, 1, config.wide) > \
             _register_budget(config.threads, config.blocks_per_sm):
         raise CannotRun(f"variant 'single_read': {config} exceeds the register budget for {shape.dtype}")
     return _cluster_launcher(lambda c, d: single_read_kernel(c, d, shape.dtype, shape.op), config, shape, dev,
@@ -543,13 +587,14 @@ def _prepare_single_read_backward(shape: Shape, dev: DeviceInfo, config: Cluster
                              dev, groups, "single_read")
 
 
-def _single_read_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
+def _single_read_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax", wide: bool = False) -> int:
     """The longest row of `dtype` single_read holds on `dev`: the largest cluster,
     the largest slice a block holds in registers (within its shared memory);
     16-byte vectors, so twice as many halves as floats.  The backward holds y and
-    dy: about half the forward's row."""
+    dy: about half the forward's row.  wide: the longest row of halves a wide plan
+    holds (single_read_plan takes the packed one past it; the limit is the packed one)."""
     arrays = 2 if op in BACKWARD_OPS else 1
-    per_block = max((t * min(_max_vpt(t, 1, 2, ITEMSIZE, arrays),
+    per_block = max((t * min(_max_vpt(t, 1, 2, ITEMSIZE, arrays, wide),
                              _smem_budget(dev, 1) * 2 // (t * (2 * VECTOR_BYTES * arrays + 1)))
                      for t in range(MIN_THREADS_PER_SM, 1025, 32)), default=0)
     return MAX_CLUSTER * per_block * VECTOR_BYTES // DTYPES[dtype]

@@ -127,18 +127,25 @@ def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
     return write(row, m, s, op)
 
 
-def single_read(row, misalign=0, threads=32, cluster=4):
-    """single_read.cu: slices per block, per-thread max then e in place, block
-    and cluster merges, y = e * e^(m_t - M) / S."""
-    body, scalars = split(row, misalign)
+def _in_place_only(op):
+    if op != "softmax":
+        raise ValueError(f"the in-place emulation is of softmax (float32, or halves built wide); got {op}")
+
+
+def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax"):
+    """single_read.cu with e in place (SR_IN_PLACE: float32 softmax, or half
+    softmax built wide, vec=8, through run()): slices per block, per-thread max
+    then e, block and cluster merges, y = e * e^(m_t - M) / S."""
+    _in_place_only(op)
+    body, scalars = split(row, misalign, vec)
     per_block = -(-len(body) // cluster)
-    head, vecs = row_span(len(row), misalign)
+    head, vecs = row_span(len(row), misalign, vec)
     out = np.empty_like(row)
     blocks = []
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         for rank in range(cluster):
             v0 = min(rank * per_block, len(body))
-            v = thread_vectors(body[v0 : v0 + per_block], threads)  # (iter, thread, 4)
+            v = thread_vectors(body[v0 : v0 + per_block], threads)  # (iter, thread, vec)
             sc = np.full(threads, NEG_INF, dtype=F32)
             if rank == 0:
                 sc[: len(scalars)] = scalars
@@ -151,19 +158,20 @@ def single_read(row, misalign=0, threads=32, cluster=4):
         total_m, total_s = merge_all([b[5] for b in blocks])
         for rank, v0, m, e, e_sc, _ in blocks:
             scale = (exp_approx(m - total_m) * (F32(1) / total_s)).astype(F32)
-            y = (e * scale[None, :, None]).reshape(-1, 4)
+            y = (e * scale[None, :, None]).reshape(-1, vec)
             count = min(per_block, len(body) - v0)
-            out[head + 4 * v0 : head + 4 * (v0 + count)] = y[:count].reshape(-1) if count > 0 else []
+            out[head + vec * v0 : head + vec * (v0 + count)] = y[:count].reshape(-1) if count > 0 else []
             if rank == 0 and len(scalars):
                 y_sc = e_sc * scale
-                tail_start = head + 4 * vecs
+                tail_start = head + vec * vecs
                 out[:head] = y_sc[:head]
                 out[tail_start:] = y_sc[head : len(scalars)]
     return out
 
 
-def single_read_warp(row, misalign=0):
+def single_read_warp(row, misalign=0, vec=4, op="softmax"):
     """single_read_warp: max, e = e^(x - base) in place, y = e * e^(base - m) / sum."""
+    _in_place_only(op)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         m = np.fmax.reduce(row) if len(row) else NEG_INF
         base = exp_base(m)
@@ -197,8 +205,9 @@ def widen(stored, dtype):
 
 
 def run(name, stored, dtype="float32", op="softmax", misalign=0, **knobs):
-    """Algorithm `name` (three_pass, two_pass, multi_block) on a row stored as
-    `dtype`: widen, the float32 algorithm with `dtype`'s vector width, one rounding."""
+    """Algorithm `name` (three_pass, two_pass, multi_block; single_read and
+    single_read_warp as built wide for half softmax) on a row stored as `dtype`:
+    widen, the float32 algorithm with `dtype`'s vector width, one rounding."""
     out32 = ALGORITHMS[name](widen(stored, dtype), misalign, vec=VEC[dtype], op=op, **knobs)
     return to_bits(out32, dtype)
 

@@ -48,6 +48,7 @@ def test_info_compile_checks_every_kernel_and_says_plainly_what_is_missing(tmp_p
     sources = {v.source for v in softmax_lab.variants().values()} | {"copy.cu"}
     sources |= {v.backward_source for v in softmax_lab.variants().values() if v.backward_source}
     assert {line.split()[1] for line in ok} == sources
+    assert sum("single_read.cu" in line and "SR_WIDE=1" in line for line in ok) == 2  # fp16 and bf16 softmax
     assert "FAILED" not in p.stdout
     assert re.search(r"CUDA runtime \d+\.\d+, NVRTC \d+\.\d+", p.stdout)
     assert not re.search(r"\b\d{5}\b", p.stdout.splitlines()[1])  # 12090 is written 12.9

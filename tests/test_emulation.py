@@ -225,3 +225,39 @@ def test_multi_block_chunks_with_every_dtype(dtype, chunk_vecs):
     stored = to_bits(rng.standard_normal(403).astype(np.float32), dtype)
     for op in OPS:
         assert check_row(run("multi_block", stored, dtype, op, 1, chunk_vecs=chunk_vecs), stored, dtype, op)
+
+
+# ------------------------------------------------------------ single_read built wide (SR_WIDE)
+WIDE_KERNELS = ["single_read", "single_read_warp"]
+
+
+@pytest.mark.parametrize("name", WIDE_KERNELS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 17, 129, 1000, 4099])
+@pytest.mark.parametrize("misalign", [0, 1, 7])
+def test_wide_half_softmax_against_float64(name, dtype, n, misalign):
+    """Halves widened once, e^(x - m_t) kept, one exponential per element, the output rounded once
+    from the float32 product e * (e^(m_t - M) / S): within 1 ulp of the dtype."""
+    rng = np.random.default_rng(n * 10 + misalign)
+    stored = to_bits((rng.standard_normal(n) * 4).astype(np.float32), dtype)
+    knobs = {"cluster": 4, "threads": 32} if name == "single_read" else {}
+    out = run(name, stored, dtype, "softmax", misalign, **knobs)
+    assert out.dtype == stored.dtype
+    assert check_row(out, stored, dtype, "softmax")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("cluster", [1, 2, 16])
+def test_wide_half_softmax_special_values(dtype, cluster):
+    rng = np.random.default_rng(cluster)
+    for n in (1, 9, 130, 1031):
+        for label, row in _special_rows(n, rng).items():
+            stored = to_bits(row, dtype)
+            for misalign in (0, 3):
+                out = run("single_read", stored, dtype, "softmax", misalign, cluster=cluster, threads=32)
+                assert check_row(out, stored, dtype, "softmax"), (label, n, misalign)
+
+
+def test_the_in_place_emulation_is_of_softmax_only():
+    with pytest.raises(ValueError, match="softmax"):
+        run("single_read", to_bits(np.zeros(9, np.float32), "float16"), "float16", "log_softmax")

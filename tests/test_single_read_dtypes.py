@@ -181,3 +181,178 @@ def test_a_run_of_realigned_stores_writes_every_half_once(d, vecs):
         else:
             writes[8 * j + 8 - d : 8 * j + 8] += 1
     assert (writes == 1).all()
+
+
+# ------------------------------------------------------------------ wide half softmax (SR_WIDE)
+WIDE_LENGTHS = (4097, 8193, 20000, 32000, 50257, 100003, 128256, 151936, 262147, 393216, 600001, 786432)
+WIDE_ROWS = (1, 132, 4096)
+HALVES = ("float16", "bfloat16")
+
+
+def _wide_plans():
+    """single_read_plan's wide plans for half softmax over the grid, on the H200 and a smaller part."""
+    found = {V.single_read_plan(cols, dev, rows, "bfloat16") for dev in (H200, SMALL_HOPPER)
+             for cols in WIDE_LENGTHS for rows in WIDE_ROWS}
+    return sorted((c for c in found if c and c.wide), key=lambda c: c.label())
+
+
+def _ptxas(defines, source="single_read.cu"):
+    """{entry: (registers, spill stores, spill loads, stack bytes)} of an sm_90 build."""
+    _, log = loader.nvrtc_cubin(source, "sm_90", defines, ("--ptxas-options=-v",))
+    found = re.findall(r"Compiling entry function '(\w+)'[^\n]*\n[^\n]*\n[^\n]*?(\d+) bytes stack frame, (\d+) bytes "
+                       r"spill stores, (\d+) bytes spill loads\n[^\n]*Used (\d+) registers", log)
+    assert found and len(found) == log.count("Compiling entry function"), log
+    return {e: (int(regs), int(stores), int(loads), int(stack)) for e, stack, stores, loads, regs in found}
+
+
+def test_the_wide_grid_has_plans_of_every_kind():
+    plans = _wide_plans()
+    assert len(plans) >= 15
+    assert {c.cluster for c in plans} == {1, 2, 4, 8, 16} and {c.stages for c in plans} >= {1, 2, 3}
+    assert all(c.vpt <= V.WIDE_MAX_VPT and c.defines()["SR_WIDE"] == 1 and c.label().endswith("w") for c in plans)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("config", _wide_plans(), ids=lambda c: c.label())
+def test_every_wide_plan_compiles_without_spills(config, dtype):
+    used = _ptxas(config.defines() | V.kernel_defines(dtype, "softmax"))
+    assert all(stores == loads == stack == 0 for _, stores, loads, stack in used.values()), used
+    budget = V._register_budget(config.threads, config.blocks_per_sm)
+    assert used["single_read"][0] <= budget
+    assert V._registers_needed(config.vpt, config.cluster, 2, 1, True) <= budget
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_the_wide_warp_kernel_fits_its_128_registers(dtype):
+    used = _ptxas({"SR_WARP_VPT": V.WARP_ROW_VPT, "SR_WIDE": 1} | V.kernel_defines(dtype, "softmax"))
+    regs, stores, loads, stack = used["single_read_warp"]
+    assert regs <= 128 and stores == loads == stack == 0
+
+
+def _entry_ptx(defines, entry="single_read"):
+    from cupy.cuda import nvrtc
+
+    prog = nvrtc.createProgram(loader.kernel_source("single_read.cu"), "single_read.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, loader.options(defines, "sm_90"))
+        ptx = nvrtc.getPTX(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    body = ptx.split(f".entry {entry}(")[1]
+    return body.split(".entry ")[0]
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("entry, vpt_define", [("single_read", "SR_VPT"), ("single_read_warp", "SR_WARP_VPT")])
+def test_wide_softmax_takes_one_exponential_per_element(dtype, entry, vpt_define):
+    """The packed build computes e^(x - m_t) for the sum and e^(x - M) for the output (two ex2 per
+    element), the wide one keeps e: one ex2 per element, plus a few for the scalars and the merges;
+    and it rounds each output once, from the float product (cvt.rn.<half>.f32 per element)."""
+    vpt = 8
+    base = {"SR_CLUSTER": 4, "SR_THREADS": 512, "SR_VPT": vpt, "SR_STAGES": 1, "SR_BLOCKS_PER_SM": 1,
+            "SR_WARP_VPT": vpt} | V.kernel_defines(dtype, "softmax")
+    wide, packed = _entry_ptx(base | {"SR_WIDE": 1}, entry), _entry_ptx(base, entry)
+    per_thread = 8 * vpt  # halves held per thread
+    merges = packed.count("ex2.approx") - 2 * per_thread  # the scalar's and the (max, sum) merges' (26 at 4 blocks)
+    assert 0 < merges < 32
+    assert wide.count("ex2.approx") == per_thread + merges
+    kind = "f16" if dtype == "float16" else "bf16"
+    assert wide.count(f"cvt.rn.{kind}.f32") >= per_thread
+    assert f"max.{kind}x2" not in wide  # the max of the widened floats (fmaxf), as for float32
+
+
+@pytest.mark.parametrize("dtype", V.DTYPES)
+@pytest.mark.parametrize("op", V.ALL_OPS)
+def test_the_wide_define_is_chosen_for_half_softmax_only(dtype, op):
+    """Every plan and launch of single_read: SR_WIDE for float16/bfloat16 softmax (the forward) where a
+    wide plan holds the row, never for log_softmax, float32 or the backward."""
+    wanted = V.holds_wide(dtype, op)
+    assert wanted == (dtype != "float32" and op == "softmax")
+    backward = op in V.BACKWARD_OPS
+    for dev in (H200, SMALL_HOPPER):
+        for cols in (8193, 32000, 100003, 151936, 393216):
+            for rows in WIDE_ROWS:
+                c = (V.single_read_config(cols, dev, rows, V.DTYPES[dtype], arrays=2) if backward
+                     else V.single_read_plan(cols, dev, rows, dtype, op))
+                if c is not None:
+                    assert c.wide == wanted, (dev.name, cols, rows, c)
+                    assert ("SR_WIDE" in c.defines()) == wanted
+
+
+@pytest.mark.parametrize("dtype", V.DTYPES)
+@pytest.mark.parametrize("op", V.ALL_OPS)
+@pytest.mark.parametrize("cols", [1000, 2048, 32000, 393216, 786432, 786433])
+def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols):
+    """What prepare hands the loader (no GPU: the fake loader records the defines and refuses)."""
+    seen = []
+
+    def fake_get_kernel(source, entry, defines=None, device_id=0):
+        seen.append((source, entry, dict(defines or {})))
+        raise RuntimeError("no GPU in this test")
+
+    monkeypatch.setattr(V.loader, "get_kernel", fake_get_kernel)
+    isz = V.DTYPES[dtype]
+    shape = V.Shape(8, cols, cols, cols, itemsize=isz, dtype=dtype, op=op, ld_g=cols if op in V.BACKWARD_OPS else 0)
+    with pytest.raises((RuntimeError, V.CannotRun)):
+        V.get_variant("single_read").prepare(shape, H200)
+    if cols > V._single_read_limit(H200, dtype, op):
+        assert not seen
+        return
+    (source, entry, defines), = seen
+    wide = V.holds_wide(dtype, op) and cols <= V._single_read_limit(H200, dtype, op, wide=True)
+    assert defines.get("SR_WIDE", 0) == (1 if wide else 0), (source, entry, defines)
+    assert source == ("single_read_backward.cu" if op in V.BACKWARD_OPS else "single_read.cu")
+    assert entry == ("single_read_warp" if cols * isz <= V.WARP_ROW_BYTES and op in V.OPS else source[:-3])
+
+
+@pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", HALVES)
+def test_rows_past_the_wide_limit_get_the_packed_plan(dev, dtype):
+    wide_limit = V._single_read_limit(dev, dtype, wide=True)
+    limit = V._single_read_limit(dev, dtype)
+    assert V._single_read_limit(dev, "float32") <= wide_limit < limit  # wide holds at least float32's row
+    assert V.get_variant("single_read").max_cols(dev, dtype) == limit == V._single_read_limit(dev, dtype, "log_softmax")
+    for rows in WIDE_ROWS:
+        for cols in (wide_limit - 1, wide_limit):
+            assert V.single_read_plan(cols, dev, rows, dtype).wide
+        for cols in (wide_limit + 1, (wide_limit + limit) // 2, limit):
+            c = V.single_read_plan(cols, dev, rows, dtype)
+            assert not c.wide and c == V.single_read_config(cols, dev, rows, 2)
+            assert c.capacity_vecs * 8 >= cols
+        assert V.single_read_plan(limit + 1, dev, rows, dtype) is None
+
+
+@pytest.mark.parametrize("defines, why", [
+    ({"SR_CLUSTER": 8, "SR_THREADS": 512, "SR_VPT": 13}, "register budget"),  # 8 x 13 + 32 > 128
+    ({"SR_CLUSTER": 1, "SR_THREADS": 512, "SR_VPT": 12}, "register budget"),  # 8 x 12 + 40 > 128
+    ({"SR_CLUSTER": 2, "SR_THREADS": 256, "SR_VPT": 13}, "at most 12 vectors"),  # fits 248, past the measured 12
+    ({"SR_CLUSTER": 2, "SR_THREADS": 512, "SR_VPT": 4, "SOFTMAX_LOG": 1}, "softmax"),
+    ({"SR_CLUSTER": 2, "SR_THREADS": 512, "SR_VPT": 4, "SOFTMAX_DTYPE": 0}, "softmax"),
+    ({"SR_CLUSTER": 2, "SR_THREADS": 512, "SR_VPT": 4, "SR_WIDE": 2}, "softmax"),
+])
+def test_an_impossible_wide_configuration_fails_to_compile(defines, why):
+    defines = {"SOFTMAX_DTYPE": 2, "SR_STAGES": 1, "SR_BLOCKS_PER_SM": 1, "SR_WIDE": 1} | defines
+    with pytest.raises(Exception, match=why):
+        loader.nvrtc_cubin("single_read.cu", "sm_90", defines)
+
+
+def test_the_backward_refuses_the_wide_define():
+    defines = {"SOFTMAX_DTYPE": 2, "SOFTMAX_BACKWARD": 1, "SR_WIDE": 1, "SR_CLUSTER": 2, "SR_THREADS": 512, "SR_VPT": 4}
+    with pytest.raises(Exception, match="softmax"):
+        loader.nvrtc_cubin("single_read_backward.cu", "sm_90", defines)
+
+
+def test_wide_configurations_are_checked_in_python_too():
+    assert V.ClusterConfig(8, 512, 12, 1, wide=True).defines()["SR_WIDE"] == 1
+    with pytest.raises(ValueError, match="register budget"):
+        V.ClusterConfig(1, 512, 12, 1, wide=True)  # 8 x 12 + 40 > 128
+    with pytest.raises(ValueError, match="at most 12"):
+        V.ClusterConfig(2, 256, 13, 1, wide=True)
+    with pytest.raises(ValueError, match="one array"):
+        V.ClusterConfig(2, 256, 4, 1, 1, 2, True)
+    wide = V.ClusterConfig(2, 512, 4, 1, wide=True)
+    for dtype, op in (("float32", "softmax"), ("bfloat16", "log_softmax")):
+        shape = V.Shape(4, 20000, 20000, 20000, itemsize=V.DTYPES[dtype], dtype=dtype, op=op)
+        with pytest.raises(V.CannotRun, match="wide plan"):
+            V.get_variant("single_read").prepare(shape, H200, config=wide)

@@ -134,6 +134,26 @@ def test_small_configurations_full_and_odd(dtype, op, config, x_off, y_off):
         assert _ok(_error(y, x, dtype, op), dtype), (config, rows, cols)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("config", [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (4, 96, 5, 3, 1), (16, 32, 2, 1, 1),
+                                    (8, 512, 12, 1, 1)])
+@pytest.mark.parametrize("x_off, y_off", [(0, 0), (1, 2), (3, 7), (2, 5)])
+def test_small_wide_configurations_full_and_odd(dtype, config, x_off, y_off):
+    """The same for forced wide plans (SR_WIDE: half softmax, e in place), special rows among them."""
+    torch = _torch()
+    _hopper()
+    cfg = V.ClusterConfig(*config, wide=True)
+    full = cfg.capacity_vecs * 8
+    for rows, cols in ((5, full - 8), (9, 8 * cfg.cluster * 7 + 1), (3, min(1031, full - 8)), (4, 1)):
+        x = _input(torch, rows, cols, dtype, x_off, seed=cols)
+        x[1, : cols // 2] = float("-inf")
+        x[2] = float("-inf")
+        y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
+        _launch(x, y, "softmax", config=cfg)
+        assert _ok(_error(y, x, dtype, "softmax"), dtype), (config, rows, cols)
+        assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
+
+
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows, cols", [(1, 393216), (132, 393216), (132, 151936), (1, 1), (132, 1), (7, 1000)])
