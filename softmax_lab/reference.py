@@ -51,11 +51,16 @@ def backward_scale(dy, y, op: str, axis: int = -1):
     log_softmax.  float32 arithmetic errs by a few 2^-24 of this (the dot's
     rounding reaches every element of the row), however small dx is after
     cancellation, so errors are measured against it (backward_error) and not
-    against |dx|."""
+    against |dx|.  For log_softmax it is at least FLOAT32_TINY * sum |dy|: where
+    e^y is below float32's smallest normal it is subnormal (absolute spacing
+    2^-149, a few bits of precision), and the sum multiplies that spacing
+    (H200, 2026-11-30: y near -100 gave dx -2.07e-42 against -1.92e-42 in a
+    row whose sum |dy| was 2e5)."""
     xp = _xp(y)
     dy, y = xp.abs(dy.astype(xp.float64)), y.astype(xp.float64)
     if op.startswith("log_softmax"):
-        return dy + xp.exp(y) * xp.sum(dy, axis=axis, keepdims=True)
+        total = xp.sum(dy, axis=axis, keepdims=True)
+        return xp.maximum(dy + xp.exp(y) * total, FLOAT32_TINY * total)
     y = xp.abs(y)
     return y * (dy + xp.sum(dy * y, axis=axis, keepdims=True))
 

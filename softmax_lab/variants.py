@@ -437,13 +437,28 @@ def holds_wide(dtype: str, op: str) -> bool:
     return DTYPES[dtype] == 2 and op == "softmax"
 
 
+# The wide half softmax saves an exponential per element but holds half the elements per
+# register, so its plan may need twice the cluster.  Measured (H200, 2026-11-30, bf16 / fp16 ÷
+# copy, benchmarks/probe_single_read_dtypes.py): the same cluster 16384 x 32000 1.03 / 1.06
+# against packed 1.26 / 1.21; clusters 4 -> 8 at 4096 x 393216 1.14 / 1.27 against 1.39 / 1.58
+# (same run) and 1.30 / 1.22 (earlier); clusters 2 -> 4 no better: 4096 x 128256 1.35 / 1.37
+# against 1.29 / 1.27, 4096 x 151936 1.27 / 1.30 against 1.28 / 1.25, 512 x 100003 1.85 / 1.75
+# against 1.60 / 1.57.
+WIDE_FROM_CLUSTER = 4
+
+
 def single_read_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str = "float32",
                      op: str = "softmax") -> ClusterConfig | None:
-    """single_read's plan for a forward op (the rule's five steps): the wide plan for half
-    softmax where one holds the row, else the packed (or float32) one; None past the limit."""
+    """single_read's plan for a forward op (the rule's five steps): for half softmax the wide
+    plan where one holds the row and its cluster is no larger than the packed plan's, or the
+    packed plan's is already WIDE_FROM_CLUSTER blocks or more; else the packed (or float32)
+    one; None past the limit."""
     itemsize = DTYPES[dtype]
+    packed = single_read_config(cols, dev, rows, itemsize)
     wide = single_read_config(cols, dev, rows, itemsize, wide=True) if holds_wide(dtype, op) else None
-    return wide or single_read_config(cols, dev, rows, itemsize)
+    if wide is not None and (packed is None or wide.cluster <= packed.cluster or packed.cluster >= WIDE_FROM_CLUSTER):
+        return wide
+    return packed
 
 
 def _cluster_kernel(source: str, config, dev: DeviceInfo, defines: dict[str, int] | None = None) -> cupy.RawKernel:

@@ -216,3 +216,20 @@ def test_backward_error_ignores_the_spacing_of_subnormal_results():
     assert backward_error(got, ref, scale) <= 1e-6
     got[0, 1] += 1e-5 * scale[0, 1]
     assert backward_error(got, ref, scale) > 1e-6
+
+
+def test_log_backward_measure_floors_subnormal_exponentials_and_still_catches_errors():
+    """e^y below float32's smallest normal is subnormal: its spacing times the row's sum of |dy|
+    is float32's best, not an error (seen on the H200); a 1e-5 error elsewhere still fails."""
+    from softmax_lab.reference import backward_error, backward_scale, log_softmax_backward_reference
+
+    y = np.concatenate([[-100.0, -1e-4], np.full(200_000, -200.0)]).astype(np.float32)[None]
+    dy = np.concatenate([[-1.9e-42, 3.0], np.ones(200_000)]).astype(np.float32)[None]
+    ref = log_softmax_backward_reference(dy, y)
+    scale = backward_scale(dy, y, "log_softmax_backward")
+    off_by_spacings = ref.copy()
+    off_by_spacings[0, 0] += 100 * 2.0**-149
+    assert backward_error(off_by_spacings, ref, scale) < 1e-9
+    wrong = ref.copy()
+    wrong[0, 1] *= 1 + 1e-5
+    assert backward_error(wrong, ref, scale) > 1e-6
