@@ -268,6 +268,33 @@ __device__ __forceinline__ void store_warp(const RowSpanOf<elem_t>& r, i64 j, ui
 }
 #endif
 
+// A block's slice of the output where it is not aligned like the input (the
+// whole block takes this path; every thread must call it): the slice is one
+// run of store_run, vector j + 1 from the next lane, or for a warp's last lane
+// from the next warp's first vector (published in `firsts`; the block's last
+// warp takes thread 0's vector of the next k).  out[k] is body vector v0 + t +
+// k * SR_THREADS of the row, for those below `vecs`.
+__device__ __forceinline__ void store_slice_realigned(const RowSpanOf<elem_t>& r, i64 v0, i64 vecs,
+                                                      const vec_t (&out)[SR_VPT], vec_t (*firsts)[SR_WARPS]) {
+    const unsigned t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) firsts[k][warp] = out[k];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < SR_VPT; ++k) {
+        const i64 j = t + k * SR_THREADS;
+        const vec_t val = out[k];
+        vec_t next = shfl_next(val);
+        if (lane == 31) {
+            if (warp + 1 < SR_WARPS) next = firsts[k][warp + 1];
+            else if (k + 1 < SR_VPT) next = firsts[(k + 1) % SR_VPT][0];
+        }
+        if (j < vecs) store_run(r, v0 + j, val, next, j + 1 < vecs, j == 0);
+    }
+}
+
 #ifndef SR_HELPERS_ONLY  // single_read_backward.cu takes the helpers above, not the forward kernels
 // ------------------------------------------------------------ the cluster kernel
 struct Slice {
@@ -409,28 +436,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
                 if (j < s.vecs) store_aligned(s.r.y + s.r.head + SR_VEC * (s.v0 + j), out[k]);
             }
         } else {
-            // y is not aligned like x (the whole block takes this branch): the
-            // slice is one run of store_run, vector j + 1 from the next
-            // lane, or for a warp's last lane from the next warp's first
-            // vector (published in `firsts`; the block's last warp takes
-            // thread 0's vector of the next k).
-            const unsigned lane = t & 31, warp = t >> 5;
-            if (lane == 0) {
-#pragma unroll
-                for (int k = 0; k < SR_VPT; ++k) firsts[k][warp] = out[k];
-            }
-            __syncthreads();
-#pragma unroll
-            for (int k = 0; k < SR_VPT; ++k) {
-                const i64 j = t + k * SR_THREADS;
-                const vec_t val = out[k];
-                vec_t next = shfl_next(val);
-                if (lane == 31) {
-                    if (warp + 1 < SR_WARPS) next = firsts[k][warp + 1];
-                    else if (k + 1 < SR_VPT) next = firsts[(k + 1) % SR_VPT][0];
-                }
-                if (j < s.vecs) store_run(s.r, s.v0 + j, val, next, j + 1 < s.vecs, j == 0);
-            }
+            store_slice_realigned(s.r, s.v0, s.vecs, out, firsts);
         }
 #if SR_IN_PLACE
         if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(scalar * scale);

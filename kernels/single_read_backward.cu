@@ -212,24 +212,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
                 v[k] = pair_grad(vy[k], vg[k], dot);
                 opaque(v[k]);
             }
-            // dx is not aligned like y: as single_read.cu, the slice is one run of store_run.
-            const unsigned lane = t & 31, warp = t >> 5;
-            if (lane == 0) {
-#pragma unroll
-                for (int k = 0; k < SR_VPT; ++k) firsts[k][warp] = v[k];
-            }
-            __syncthreads();
-#pragma unroll
-            for (int k = 0; k < SR_VPT; ++k) {
-                const i64 j = t + k * SR_THREADS;
-                const vec_t val = v[k];
-                vec_t next = shfl_next(val);
-                if (lane == 31) {
-                    if (warp + 1 < SR_WARPS) next = firsts[k][warp + 1];
-                    else if (k + 1 < SR_VPT) next = firsts[(k + 1) % SR_VPT][0];
-                }
-                if (j < s.vecs) store_run(s.r, s.v0 + j, val, next, j + 1 < s.vecs, j == 0);
-            }
+            store_slice_realigned(s.r, s.v0, s.vecs, v, firsts);  // dx is not aligned like y
         }
         if (rank == 0 && t < scalar_count(s.r))
             s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(grad_out(scalar.y, scalar.dy, dot));
