@@ -8,9 +8,6 @@ poisoned outputs, in place, special values against torch, bitwise repeatable
 output, more than 2^31 elements, and compute-sanitizer.  Bounds as
 tests/test_backward_gpu.py (its _error and _ok)."""
 
-import os
-import shutil
-import subprocess
 import sys
 import textwrap
 import zlib
@@ -20,7 +17,8 @@ import pytest
 
 import softmax_lab
 import softmax_lab.variants  # noqa: F401
-from test_backward_gpu import FUNCTIONS, _error, _forward, _numpy64, _ok
+from sanitizer import run_sanitized
+from test_backward_gpu import FUNCTIONS, _check_special_values, _error, _forward, _ok
 
 V = sys.modules["softmax_lab.variants"]
 pytestmark = pytest.mark.gpu
@@ -191,13 +189,7 @@ def test_special_values_follow_torch(dtype, op):
         dy = torch.randn(8, cols, device="cuda").to(y.dtype)
         dy[3, cols // 2] = inf
         dy[6, cols - 1] = nan
-        got = FUNCTIONS[op](dy, y, variant="single_read")
-        torch.cuda.synchronize()
-        want = theirs(dy.float(), y.float(), -1, torch.float32).double().cpu().numpy()
-        g = _numpy64(got)
-        assert np.array_equal(np.isnan(g), np.isnan(want)), (cols, dtype, op)
-        assert np.array_equal(np.isinf(g), np.isinf(want)), (cols, dtype, op)
-        assert _ok(_error(got, dy, y, dtype, op), dtype), (cols, dtype, op)
+        _check_special_values(FUNCTIONS[op](dy, y, variant="single_read"), dy, y, dtype, op, theirs, cols)
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -295,14 +287,4 @@ SANITIZER_SCRIPT = textwrap.dedent(
 def test_compute_sanitizer_backward(tool, tmp_path):
     _torch()
     _hopper()
-    exe = shutil.which("compute-sanitizer")
-    if exe is None:
-        pytest.skip("compute-sanitizer is not installed")
-    script = tmp_path / "run.py"
-    script.write_text(SANITIZER_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([exe, "--tool", tool, "--error-exitcode", "3", sys.executable, str(script)],
-                          capture_output=True, text=True, env=env, timeout=1200, cwd=os.getcwd())
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "sanitized" in proc.stdout
-    assert "ERROR SUMMARY: 0 errors" in proc.stdout or "RACECHECK SUMMARY: 0 hazards" in proc.stdout, proc.stdout[-3000:]
+    run_sanitized(tool, SANITIZER_SCRIPT, tmp_path, timeout=1200)
