@@ -13,7 +13,8 @@
 #   bash benchmarks/record.sh sweep-bf16         # sweep_bf16.json .log sweep_bf16.png grid_bf16.png (the grid, bf16)
 #   bash benchmarks/record.sh table              # dtype_op.json .log .txt bench_time_dtype_op.png: every dtype and
 #                                                #   op at 4096 x 393216, auto and the peers / the floor, one run
-#                                                #   (12 runs, ~6-9 min: its own call, with nothing beside it)
+#                                                #   (12 runs: 40 s on the H200 without quack, 2026-11-30)
+#   bash benchmarks/record.sh table-vocab        # dtype_op_151936.json .log .txt: the same at 4096 x 151936
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
@@ -114,6 +115,12 @@ for stage in "$@"; do
       lab report --table "$OUT/dtype_op.json" > "$OUT/dtype_op.txt"
       lab plot "$OUT/dtype_op.json" -o "$OUT"
       cat "$OUT/dtype_op.txt" ;;
+    table-vocab)
+      timeout 300 python3 -m softmax_lab bench --rows 4096 --cols 151936 --dtype bfloat16,float32,float16 --op all \
+        --repeats 20 --no-progress -o "$OUT/dtype_op_151936.json" --variants "auto,$all_peers" > "$OUT/dtype_op_151936.log" 2>&1
+      echo "table-vocab rc=$?"
+      lab report --table "$OUT/dtype_op_151936.json" > "$OUT/dtype_op_151936.txt"
+      cat "$OUT/dtype_op_151936.txt" ;;
     notebooks)  # the code cells top to bottom from notebooks/, as Jupyter runs them (the device has no Jupyter)
       for nb in notebooks/*.ipynb; do
         (cd notebooks && timeout 300 python3 -c "

@@ -22,7 +22,7 @@ def test_the_stages_in_its_header_are_the_stages_it_runs():
     named = {s for line in re.findall(r"record\.sh ([a-z0-9\- ]+)", text) for s in line.split()}
     cases = set(re.findall(r"^    ([a-z0-9\-]+)\)", text, re.M))
     assert named <= cases and {"bench", "sweep", "profile", "profile-rows", "quack-a", "quack-b", "bench-bf16",
-                               "bench-backward", "sweep-bf16", "table"} <= cases
+                               "bench-backward", "sweep-bf16", "table", "table-vocab"} <= cases
 
 
 def test_the_dtype_and_op_stages_ask_for_what_results_readme_names():
@@ -31,7 +31,9 @@ def test_the_dtype_and_op_stages_ask_for_what_results_readme_names():
     for stage, needed in {"bench-bf16": ["--dtype bfloat16 --op forward", "bench_bf16.json"],
                           "bench-backward": ["--dtype bfloat16,float32 --op backward", "bench_backward.json"],
                           "sweep-bf16": ["sweep --dtype bfloat16", "sweep_bf16.json"],
-                          "table": ["--dtype bfloat16,float32,float16 --op all", "dtype_op.json", "report --table"]}.items():
+                          "table": ["--dtype bfloat16,float32,float16 --op all", "dtype_op.json", "report --table"],
+                          "table-vocab": ["--rows 4096 --cols 151936 --dtype bfloat16,float32,float16 --op all",
+                                          "dtype_op_151936.json", "report --table"]}.items():
         body = re.search(rf"^    {stage}\)(.*?);;", text, re.M | re.S)[1]
         assert all(n in body for n in needed), stage
         assert f"`{stage}`" in readme, stage
