@@ -65,12 +65,17 @@ def _ok(err, dtype):
     return err <= 1e-6 if dtype == "float32" else err <= 1.0
 
 
-def _check_special_values(got, dy, y, dtype, op, theirs, cols):
-    """got (dx) has torch's NaNs and infinities (theirs: torch's backward in float32) and is within
-    the bound elsewhere."""
+def _torch_backward(torch, op):
+    """torch's own backward of op: _softmax_backward_data or _log_softmax_backward_data (dy, y, dim, dtype)."""
+    return torch._softmax_backward_data if op == "softmax_backward" else torch._log_softmax_backward_data
+
+
+def _check_special_values(got, dy, y, dtype, op, cols):
+    """got (dx) has the NaNs and infinities of torch's backward in float32 and is within the bound
+    elsewhere."""
     torch = _torch()
     torch.cuda.synchronize()
-    want = theirs(dy.float(), y.float(), -1, torch.float32).double().cpu().numpy()
+    want = _torch_backward(torch, op)(dy.float(), y.float(), -1, torch.float32).double().cpu().numpy()
     g = _numpy64(got)
     assert np.array_equal(np.isnan(g), np.isnan(want)), (cols, dtype, op)
     assert np.array_equal(np.isinf(g), np.isinf(want)), (cols, dtype, op)
@@ -129,7 +134,7 @@ def test_random_shapes_every_variant_dtype_and_op(name, dtype, op):
 def test_matches_torch_and_in_place(name, dtype, op):
     """Against torch's own backward, and out=dy, out=y in place, dy and y the same array."""
     torch = _torch()
-    theirs = torch._softmax_backward_data if op == "softmax_backward" else torch._log_softmax_backward_data
+    theirs = _torch_backward(torch, op)
     f = FUNCTIONS[op]
     for rows, cols in ((1, 1), (3, 7), (132, 1001), (5, 70001), (2, 300_003)):
         x = torch.randn(rows, cols, device="cuda")
@@ -158,7 +163,6 @@ def test_matches_torch_and_in_place(name, dtype, op):
 @pytest.mark.parametrize("name", VARIANTS)
 def test_special_values_follow_torch(name, dtype, op):
     torch = _torch()
-    theirs = torch._softmax_backward_data if op == "softmax_backward" else torch._log_softmax_backward_data
     inf, nan = float("inf"), float("nan")
     for cols in (1, 7, 9, 1000, 70001):
         x = torch.randn(7, cols, device="cuda")
@@ -171,7 +175,7 @@ def test_special_values_follow_torch(name, dtype, op):
         dy = torch.randn(7, cols, device="cuda").to(y.dtype)
         dy[3, cols // 2] = inf
         dy[6, cols - 1] = nan
-        _check_special_values(FUNCTIONS[op](dy, y, variant=name), dy, y, dtype, op, theirs, cols)
+        _check_special_values(FUNCTIONS[op](dy, y, variant=name), dy, y, dtype, op, cols)
 
 
 @pytest.mark.parametrize("op", OPS)
