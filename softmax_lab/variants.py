@@ -198,9 +198,11 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
 #   5. float16/bfloat16 softmax: the wide plan (ClusterConfig.wide, SR_WIDE:
 #      halves widened to floats in registers, 8 registers per vector, so e
 #      stays in place and each element takes one exponential, not two) where
-#      one holds the row; else the packed plan (4 registers per vector), which
+#      one holds the row and its cluster is no larger than the packed plan's,
+#      or the packed plan's is WIDE_FROM_CLUSTER blocks or more (measured on
+#      the H200, below); else the packed plan (4 registers per vector), which
 #      holds rows twice as long (single_read_plan).  The stages hold the halves
-#      either way.  Not yet measured on a GPU (notes/TUNING.md).
+#      either way.
 VECTOR_BYTES = 16  # every kernel moves 16-byte vectors (4 fp32, 8 fp16/bf16 elements)
 REGISTERS_PER_SM = 65536  # every sm_70+ device
 OTHER_REGISTERS = 32  # registers per thread besides the row (indices, reductions)
