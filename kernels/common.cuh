@@ -96,6 +96,17 @@ __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
     return v;
 }
 
+// warp_merge in two butterflies: the max, then every sum rescaled to it once
+// and added up: one exponential per lane, not two per step (single_read's
+// half rows, where the merges cost about 1.4 instructions per element; the
+// float32 single_read at 128 registers spills with it).  -inf maxima give 0
+// terms, a NaN sum stays NaN, +inf makes the sum NaN (e^(inf - inf)), as in
+// merge(); the sums differ from merge()'s in rounding only.
+__device__ __forceinline__ MaxSum warp_merge_rescaled(MaxSum v) {
+    const float m = warp_max(v.max);
+    return {m, warp_sum(v.sum * exp_approx(v.max - exp_base(m)))};
+}
+
 // Block-wide reductions for blockDim.x a multiple of 32 (at most 1024):
 // reduce each warp, then the warps' results.  `scratch` holds 32 entries; the
 // call begins with a barrier so that a previous reduction's scratch may be
@@ -120,6 +131,10 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* scratch) {
     return block_reduce<MaxSum, warp_merge>(v, scratch, MaxSum{SOFTMAX_NEG_INF, 0.f});
+}
+
+__device__ __forceinline__ MaxSum block_merge_rescaled(MaxSum v, MaxSum* scratch) {
+    return block_reduce<MaxSum, warp_merge_rescaled>(v, scratch, MaxSum{SOFTMAX_NEG_INF, 0.f});
 }
 
 // ------------------------------------------------------------- row layout

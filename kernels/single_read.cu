@@ -13,7 +13,8 @@
 //      loading while this one is reduced and written;
 //   2. each thread moves its SR_VPT vectors from the stage into registers,
 //      and the stage is handed back to the copy engine at once;
-//   3. per thread: max m_t, then e = 2^((x - m_t) log2 e) and its sum; the
+//   3. per thread: max m_t, then e = 2^((x - m_t) log2 e) and its sum (halves:
+//      the max on packed halves, e by ex2.approx.ftz, see exp_elem); the
 //      block merges the (max, sum) pairs.  float32 softmax keeps e in place
 //      of x (SR_IN_PLACE), one exponential per element; so does half softmax
 //      built wide (SR_WIDE: each vector widened from the stage to 8 floats,
@@ -107,6 +108,8 @@ static_assert(!SR_WIDE || SR_VPT <= 12, "wide: at most 12 vectors (96 registers)
 // exponential, of x - M).
 #define SR_IN_PLACE ((SOFTMAX_DTYPE == 0 || SR_WIDE) && !SOFTMAX_LOG)
 #define SR_VEC (16 / (int)sizeof(elem_t))  // elements per 16-byte vector
+// Halves take their max packed (max_into), before they are widened.
+#define SR_PACKED_MAX (SOFTMAX_DTYPE != 0)
 
 #if SOFTMAX_DTYPE == 0
 typedef float4 vec_t;  // a 16-byte vector as loaded and stored
@@ -133,12 +136,63 @@ __device__ __forceinline__ unsigned max2(unsigned a, unsigned b) {
     return d;
 }
 
-__device__ __forceinline__ float vec_max(uint4 raw) {
-    const unsigned m = max2(max2(raw.x, raw.y), max2(raw.z, raw.w));
+// The running max of a thread's halves stays packed (a half2 max per word, half
+// an instruction per element) and is widened once.
+__device__ __forceinline__ unsigned max_into(unsigned pair, uint4 raw) {
+    return max2(pair, max2(max2(raw.x, raw.y), max2(raw.z, raw.w)));
+}
+__device__ __forceinline__ float pair_max(unsigned m) {
     return fmaxf(to_float(elem_t{(unsigned short)(m & 0xffffu)}), to_float(elem_t{(unsigned short)(m >> 16)}));
 }
 __device__ __forceinline__ uint4 narrow(const Floats8& f) { return narrow8<elem_t>(f); }
 #endif
+
+// ------------------------------------------------------------ the exponentials
+// exp_elem(x, base): e^(x - base) of one element, as the sums and the outputs
+// take it.  float32: exp_approx, whose ex2.approx.f32 keeps subnormal results
+// (ptxas adds a compare and two predicated multiplies around the ex2 unit:
+// hidden behind memory at 8 bytes an element).  Halves move half the bytes per
+// element and the instructions per element set the pace (ncu, H200: 45 % of
+// the issue slots busy at the headline against fp32's 26 %), so they take one
+// FFMA and ex2.approx.ftz: 2^SR_EXP_SHIFT e^(x - base), the shift keeping every
+// e that can still round to a nonzero output out of ex2's flushed range
+// (below 2^-126): bfloat16 softmax outputs reach 2^-133 (shift 8); float16's
+// stop at 2^-24 and log_softmax only sums them (shift 0: a flushed term is
+// below 2^-126 of a sum of at least 1).  The sums carry the same factor, so
+// e * (e^(m_t - M) / S) and e^(x - M) / S are unchanged.  The fused
+// (x - base) log2(e) + shift is rounded once at a magnitude of at most 2^7:
+// 2^-18 relative in e, against a half's 2^-9.  Merges keep exp_approx.
+#if SOFTMAX_DTYPE == 0
+__device__ __forceinline__ float exp_elem(float x, float base) { return exp_approx(x - base); }
+__device__ __forceinline__ float4 exp_elems(float4 v, float base) { return vec_exp(v, base); }
+#else
+#define SR_EXP_SHIFT (SOFTMAX_DTYPE == 2 && !SOFTMAX_LOG ? 8.f : 0.f)
+__device__ __forceinline__ float exp_elem(float x, float base) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(x - base, SOFTMAX_LOG2E, SR_EXP_SHIFT)));
+    return y;
+}
+__device__ __forceinline__ Floats8 exp_elems(const Floats8& f, float base) {
+    Floats8 e;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) e.v[c] = exp_elem(f.v[c], base);
+    return e;
+}
+#endif
+
+// The softmax output from x where e is not kept (halves held packed): e^(x - M)
+// with the sums' shift, times 1 / S.
+struct ExpOutput {
+    float m;
+    float a;  // 1 / S
+    __device__ __forceinline__ float operator()(float x) const { return exp_elem(x, m) * a; }
+    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const {
+        Floats8 y;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) y.v[c] = (*this)(f.v[c]);
+        return y;
+    }
+};
 
 // reg_t: a vector as a thread holds it, hold(): from the loaded vector.  Wide,
 // 8 floats (widened once, exactly); else as loaded.
@@ -358,11 +412,20 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // 2. stage -> registers, then hand the stage back to the copy engine.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
         const vec_t* buf = stages + stage * SR_CAPACITY;
-        reg_t v[SR_VPT];
+        // As loaded (4 floats or 8 packed halves); wide builds widen each vector
+        // as its exponentials are taken: widened here, with ex2.approx.ftz, ptxas
+        // spilled 16-48 bytes at 128 registers.
+        vec_t raw[SR_VPT];
+#if SR_PACKED_MAX
+        unsigned max_pair = SR_NEG_INF_PAIR;
+#endif
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
-            v[k] = hold(j < s.vecs ? buf[j] : empty_vec());
+            raw[k] = j < s.vecs ? buf[j] : empty_vec();
+#if SR_PACKED_MAX
+            max_pair = max_into(max_pair, raw[k]);
+#endif
         }
         __syncthreads();
         if (it + SR_STAGES < my_rows) {
@@ -376,28 +439,38 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         if (it + 1 < my_rows) scalar_next = load_scalar(slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank), rank);
 
         // 3. per-thread max, exponentials, sum; block merge.
+#if SR_PACKED_MAX
+        const float m = fmaxf(scalar, pair_max(max_pair));
+#else
         float m = scalar;
 #pragma unroll
-        for (int k = 0; k < SR_VPT; ++k) m = fmaxf(m, vec_max(v[k]));
+        for (int k = 0; k < SR_VPT; ++k) m = fmaxf(m, vec_max(raw[k]));
+#endif
         const float base = exp_base(m);
         float sum = 0.f;
 #if SR_IN_PLACE
+        reg_t v[SR_VPT];  // e = e^(x - m_t)
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
-            v[k] = vec_exp(v[k], base);
+            v[k] = exp_elems(hold(raw[k]), base);
             sum += vec_sum(v[k]);
         }
-        scalar = exp_approx(scalar - base);
+        scalar = exp_elem(scalar, base);
         sum += scalar;
 #else
+        vec_t (&v)[SR_VPT] = raw;
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             opaque(v[k]);
-            sum += vec_exp_sum(widen(v[k]), base);
+            sum += vec_sum(exp_elems(widen(v[k]), base));
         }
-        sum += exp_approx(scalar - base);
+        sum += exp_elem(scalar, base);
 #endif
+#if SOFTMAX_DTYPE == 0
         const MaxSum block = block_merge({m, sum}, scratch);
+#else
+        const MaxSum block = block_merge_rescaled({m, sum}, scratch);
+#endif
 
         // 4. cluster-wide merge through distributed shared memory.
         if (t == 0) published[it & 1] = block;
@@ -421,7 +494,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // block from 14 vectors per thread).
         const RowOutput f = {total.max, logf(total.sum) + 0.f * (1.f / total.sum)};
 #else
-        const RowOutput f = row_output(total.max, total.sum);
+        const ExpOutput f = {total.max, 1.f / total.sum};
 #endif
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
@@ -468,24 +541,35 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
         const vec_t* in = body_vecs(r);
         reg_t v[SR_WARP_VPT];
+#if SOFTMAX_DTYPE != 0
+        unsigned max_pair = SR_NEG_INF_PAIR;
+#endif
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = lane + 32 * k;
-            v[k] = hold(j < r.vecs ? load_evict_last(in + j) : empty_vec());
+            const vec_t raw = j < r.vecs ? load_evict_last(in + j) : empty_vec();
+#if SOFTMAX_DTYPE != 0
+            max_pair = max_into(max_pair, raw);
+#endif
+            v[k] = hold(raw);
         }
         const bool owns_scalar = lane < scalar_count(r);
         float scalar = owns_scalar ? to_float(r.x[scalar_index(r, lane)]) : SOFTMAX_NEG_INF;
+#if SOFTMAX_DTYPE != 0
+        float m = fmaxf(scalar, pair_max(max_pair));
+#else
         float m = scalar;
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) m = fmaxf(m, vec_max(v[k]));
+#endif
         m = warp_max(m);
         const float base = exp_base(m);
-        float sum = exp_approx(scalar - base);
+        float sum = exp_elem(scalar, base);
 #if SR_IN_PLACE
         scalar = sum;
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
-            v[k] = vec_exp(v[k], base);
+            v[k] = exp_elems(v[k], base);
             sum += vec_sum(v[k]);
         }
         // e^(base - m) is 1, or NaN-making inf when the whole row is -inf.
@@ -496,10 +580,14 @@ extern "C" __global__ void __launch_bounds__(32, 16)
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             opaque(v[k]);
-            sum += vec_exp_sum(widen(v[k]), base);
+            sum += vec_sum(exp_elems(widen(v[k]), base));
         }
         // m = -inf (the whole row -inf) gives NaN: e^(-inf - -inf), -inf - -inf.
+#if SOFTMAX_LOG
         const RowOutput f = row_output(m, warp_sum(sum));
+#else
+        const ExpOutput f = {m, 1.f / warp_sum(sum)};
+#endif
         const auto out = [f](vec_t x) {
             opaque(x);
             return narrow(f(widen(x)));
