@@ -355,8 +355,14 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
     holds it: at least MIN_THREADS_PER_SM / blocks_per_sm threads (fewer only
     for shorter slices), within the register budget and a stage of at most
     `smem_budget` bytes; of the pairs filled to GOOD_FILL, vpt nearest
-    vpt_target (then the fuller), else the fullest pair."""
+    vpt_target (then the fuller), else the fullest pair.  Forward halves,
+    whose instructions per byte set their pace, first take pairs whose warps
+    fill the SM's 4 partitions evenly (H200, 2026-12-01, time ÷ bytes at 4.28
+    TB/s: 4096 x 151936 bf16 softmax 2x640x15 and 2x512x19 1.18-1.19 against
+    2x608x16 1.20-1.26, log_softmax 1.105-1.110 against 1.149; float32,
+    bound by memory: 4x640x15 and 4x608x16 equal)."""
     best, best_key = None, None
+    balance = itemsize != ITEMSIZE and arrays == 1
     fewest = min(MIN_THREADS_PER_SM // blocks_per_sm, -(-per_block // 32) * 32)
     for threads in range(fewest, 1025, 32):
         vpt = max(1, -(-per_block // threads))
@@ -364,7 +370,9 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
                 _block_smem(threads, vpt, 1, arrays) > smem_budget:
             continue
         fill = per_block / (threads * vpt)
-        key = (fill >= GOOD_FILL, -abs(vpt - vpt_target) if fill >= GOOD_FILL else 0, fill, threads)
+        good = fill >= GOOD_FILL
+        even = good and balance and threads // 32 * blocks_per_sm % 4 == 0
+        key = (good, even, -abs(vpt - vpt_target) if good else 0, fill, threads)
         if best_key is None or key > best_key:
             best, best_key = (threads, vpt), key
     return best

@@ -75,10 +75,14 @@ def test_half_builds_move_8_halves_per_vector_and_round_once(dtype):
 @pytest.mark.parametrize("cols", [32000, 100003, 128256, 151936, 196608, 393216])
 def test_plans_scale_with_the_element_size(rows, cols):
     """A half row of 2n elements gets the plan of a float row of n (same bytes), but for
-    clusters of one block, where halves keep fewer vectors per thread in registers."""
+    clusters of one block, where halves keep fewer vectors per thread in registers, and for
+    the block shape, where halves prefer warps that fill the SM's 4 partitions evenly."""
     half, single = V.single_read_config(2 * cols, H200, rows, 2), V.single_read_config(cols, H200, rows, 4)
     if V.single_read_candidates(cols, H200, 4)[0].cluster > 1:
-        assert half == single
+        assert (half.cluster, half.stages, half.blocks_per_sm) == (single.cluster, single.stages, single.blocks_per_sm)
+        assert half.capacity_vecs >= -(-cols * 4 // 16)
+        if single.threads // 32 * single.blocks_per_sm % 4 == 0:
+            assert half == single
     else:
         assert half.capacity_vecs >= -(-cols * 4 // 16) and half.vpt <= single.vpt
 
@@ -375,3 +379,11 @@ def test_wide_configurations_are_checked_in_python_too():
         shape = V.Shape(4, 20000, 20000, 20000, itemsize=V.DTYPES[dtype], dtype=dtype, op=op)
         with pytest.raises(V.CannotRun, match="wide plan"):
             V.get_variant("single_read").prepare(shape, H200, config=wide)
+
+
+def test_half_plans_prefer_warps_that_fill_the_partitions_evenly():
+    """Measured at 4096 x 151936 (notes/TUNING.md): 2x640x15 over the float plan's 19 warps."""
+    plan = V.single_read_plan(151936, H200, 4096, "bfloat16", "softmax")
+    assert (plan.cluster, plan.threads, plan.vpt) == (2, 640, 15)
+    assert V.single_read_plan(151936, H200, 4096, "bfloat16", "log_softmax") == plan
+    assert V.single_read_config(151936, H200, 4096, 4).threads == 608  # float32: bound by memory, unchanged
