@@ -198,6 +198,15 @@ __device__ __forceinline__ void store_out(const RowSpanOf<H>& r, i64 v, const Fl
 }
 
 // ------------------------------------------------------------ the op
+// f applied to each of 8 floats (the output functors' vector form).
+template <typename F>
+__device__ __forceinline__ Floats8 map8(const F& f, const Floats8& x) {
+    Floats8 y;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) y.v[c] = f(x.v[c]);
+    return y;
+}
+
 struct RowOutput {
     float m;
     float a;  // 1 / s for softmax, log(s) for log_softmax
@@ -212,12 +221,7 @@ struct RowOutput {
     __device__ __forceinline__ float4 operator()(float4 v) const {
         return make_float4((*this)(v.x), (*this)(v.y), (*this)(v.z), (*this)(v.w));
     }
-    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const {
-        Floats8 y;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) y.v[c] = (*this)(f.v[c]);
-        return y;
-    }
+    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const { return map8(*this, f); }
 };
 
 __device__ __forceinline__ RowOutput row_output(float m, float sum) {

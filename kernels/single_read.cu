@@ -186,12 +186,7 @@ struct ExpOutput {
     float m;
     float a;  // 1 / S
     __device__ __forceinline__ float operator()(float x) const { return exp_elem(x, m) * a; }
-    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const {
-        Floats8 y;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) y.v[c] = (*this)(f.v[c]);
-        return y;
-    }
+    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const { return map8(*this, f); }
 };
 
 // reg_t: a vector as a thread holds it, hold(): from the loaded vector.  Wide,
@@ -541,21 +536,21 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
         const vec_t* in = body_vecs(r);
         reg_t v[SR_WARP_VPT];
-#if SOFTMAX_DTYPE != 0
+#if SR_PACKED_MAX
         unsigned max_pair = SR_NEG_INF_PAIR;
 #endif
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = lane + 32 * k;
             const vec_t raw = j < r.vecs ? load_evict_last(in + j) : empty_vec();
-#if SOFTMAX_DTYPE != 0
+#if SR_PACKED_MAX
             max_pair = max_into(max_pair, raw);
 #endif
             v[k] = hold(raw);
         }
         const bool owns_scalar = lane < scalar_count(r);
         float scalar = owns_scalar ? to_float(r.x[scalar_index(r, lane)]) : SOFTMAX_NEG_INF;
-#if SOFTMAX_DTYPE != 0
+#if SR_PACKED_MAX
         float m = fmaxf(scalar, pair_max(max_pair));
 #else
         float m = scalar;
