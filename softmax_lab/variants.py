@@ -173,6 +173,75 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
     return launch
 
 
+# ------------------------------------------------------- multi-block, L2 re-read
+# multi_block_l2: multi_block's read and write passes as work items of one
+# persistent launch, taken in ticket order, each chunk's write item `lag`
+# items after its read item, so that its second read is served by L2
+# (kernels/multi_block_l2.cu).  lag = a row's chunks + the grid: a write
+# item's row has been read by then; L2 holds lag x chunk bytes of x (and dy).
+# Block shape (threads, vectors per thread, blocks per SM), measured on the H200
+# (notes/TUNING.md, 2026-12-01): what counts is the bytes in flight per SM,
+# 128 KB (1024 threads x 8 vectors) forward; within 64-80 registers without
+# spills (ptxas, NVRTC 12.9).
+MBL2_SHAPES = {  # (forward or backward, element size) -> (threads, vpt, blocks per SM)
+    ("forward", 4): (256, 8, 4),  # 1024 x 1048576: 1.29 x copy (512 x 4 x 2: 1.66; 256 x 12 x 3: 1.36)
+    ("forward", 2): (256, 16, 2),  # 256 x 8 x 4 spills 36 bytes for halves
+    ("backward", 4): (256, 4, 3),  # y and dy: 4096 x 393216 softmax backward 1.32 x the floor
+    ("backward", 2): (256, 4, 3),
+}
+MBL2_SHAPE_BEFORE_SM90 = (256, 1, 4)  # the sm_80 build spilled at 2 vectors of y and dy
+
+
+def multi_block_l2_defines(dtype: str, op: str, compute_capability: int, threads: int | None = None,
+                           vpt: int | None = None, blocks_per_sm: int | None = None) -> dict[str, int]:
+    """The build of multi_block_l2.cu for a dtype, op and device (MBL2_SHAPES), or the knobs given."""
+    kind = "backward" if op in BACKWARD_OPS else "forward"
+    shape = MBL2_SHAPES[kind, DTYPES[dtype]]
+    if kind == "backward" and compute_capability < 90:
+        shape = MBL2_SHAPE_BEFORE_SM90
+    t, v, b = shape
+    return kernel_defines(dtype, op) | {"MBL2_THREADS": threads or t, "MBL2_VPT": vpt or v,
+                                        "MBL2_BLOCKS_PER_SM": blocks_per_sm or b}
+
+
+def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None = None, vpt: int | None = None,
+                            blocks_per_sm: int | None = None, lag: int | None = None) -> Launcher:
+    defines = multi_block_l2_defines(shape.dtype, shape.op, dev.compute_capability, threads, vpt, blocks_per_sm)
+    threads, vpt = defines["MBL2_THREADS"], defines["MBL2_VPT"]
+    function = loader.get_kernel("multi_block_l2.cu", "multi_block_l2", defines, device_id=dev.id).kernel
+    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, threads, 0)
+    if per_sm < 1:
+        raise CannotRun(f"variant 'multi_block_l2': no block of {threads} threads can be resident on {dev.name}")
+    chunks = max(1, -(-(shape.cols * shape.itemsize // VECTOR_BYTES) // (threads * vpt)))
+    items = shape.rows * chunks
+    grid = (min(per_sm * dev.sm_count, items),)
+    lag = np.int64(chunks + grid[0] if lag is None else lag)
+    block, n_chunks, scalars = (threads,), np.int64(chunks), shape.scalars()
+
+    def scratch(stream):
+        # Per call, from CuPy's pool on this stream: the slots, marked unwritten
+        # (bytes 0xBF), and the ticket counter at 0.
+        with stream:
+            slots = cupy.empty(items, dtype=cupy.uint64)
+            tickets = cupy.zeros(1, dtype=cupy.uint64)
+        cupy.cuda.runtime.memsetAsync(slots.data.ptr, 0xBF, slots.nbytes, stream.ptr)
+        return slots, tickets
+
+    if shape.backward:
+        def launch_backward(x: int, y: int, stream, g: int) -> None:
+            slots, tickets = scratch(stream)
+            function(grid, block, (_ptr(x), _ptr(g), _ptr(y), *scalars, n_chunks, lag, slots, tickets),
+                     stream=stream)
+
+        return launch_backward
+
+    def launch(x: int, y: int, stream) -> None:
+        slots, tickets = scratch(stream)
+        function(grid, block, (_ptr(x), _ptr(y), *scalars, n_chunks, lag, slots, tickets), stream=stream)
+
+    return launch
+
+
 # ---------------------------------------------------------------- single read
 # single_read's launch plan is derived, not tabulated.  The kernel keeps a row
 # on chip: the row's 16-byte vectors are split over a cluster of `cluster`
@@ -809,6 +878,19 @@ _ALL = (
         ops=ALL_OPS,  # backward: per-chunk partial dots, a fixed-order sum, the write pass
     ),
     Variant(
+        name="multi_block_l2",
+        source="multi_block_l2.cu",
+        entries=("multi_block_l2",),
+        reads=1, writes=1, min_compute_capability=70,  # reads: from device memory, where L2 holds the lag
+        summary=("a row split over blocks in one persistent launch: per-chunk partials, then each chunk "
+                 "written after a second read served by L2"),
+        launch_rule=("resident blocks taking (read, write) chunk items in ticket order, (threads, vectors per "
+                     f"thread, blocks per SM) {MBL2_SHAPES[('forward', 4)]} for fp32 (MBL2_SHAPES), "
+                     "lag = chunks per row + grid"),
+        prepare_launch=_prepare_multi_block_l2,
+        ops=ALL_OPS,  # backward: per-chunk partial dots, then dx after the second read of y and dy
+    ),
+    Variant(
         name="single_read",
         source="single_read.cu",
         entries=("single_read", "single_read_warp"),
@@ -861,18 +943,23 @@ def get_variant(name: str) -> Variant:
 # least overhead.  Longer rows go to single_read where the device has it (its
 # plan depends on rows, row length, element size and device), and past what a
 # cluster holds (or without Hopper) to the two-read algorithms: for floats
-# two_pass up to 256 KB rows, then split over blocks (multi_block); for halves
-# two_pass measured faster than multi_block up to 393216 elements (H200,
-# 2026-11-30, ÷ copy: 4096 x 393216 fp16 1.55 against 1.60, 4096 x 151936
-# bf16 1.41 against 1.51, 512 x 100003 1.53 against 1.90), so up to 768 KB.
-# long_row, which reads most of a long row once, measured slower than
-# multi_block on the H200 (runs 5 and 6: 1.65-2.0 against 1.55 x copy), so
-# auto does not pick it yet.
+# two_pass up to 256 KB rows, then multi_block_l2 (one launch, the second read
+# from L2); for halves two_pass measured faster than multi_block up to 393216
+# elements (H200, 2026-11-30, ÷ copy: 4096 x 393216 fp16 1.55 against 1.60,
+# 4096 x 151936 bf16 1.41 against 1.51, 512 x 100003 1.53 against 1.90), so
+# up to 768 KB, then multi_block.  Float rows past 1.5 MB (393216 elements,
+# where single_read needs clusters of 16) go to multi_block_l2 first (H200,
+# 2026-12-01, ÷ copy: 1300 x 500000 1.23-1.45 against single_read's 1.56,
+# 1024 x 1048576 1.29 against multi_block's 1.55).  long_row, which reads most
+# of a long row once, measured slower than multi_block (runs 5 and 6: 1.65-2.0
+# against 1.55 x copy); auto does not pick it.
+SINGLE_READ_FLOAT_ROW_BYTES = 393216 * ITEMSIZE
 AUTO_RULES = {
     4: ((WARP_ROW_BYTES, ("single_read", "three_pass")),
         (16384, ("three_pass",)),
         (262144, ("single_read", "two_pass")),
-        (math.inf, ("single_read", "multi_block"))),
+        (SINGLE_READ_FLOAT_ROW_BYTES, ("single_read", "multi_block_l2")),
+        (math.inf, ("multi_block_l2", "multi_block"))),
     2: ((WARP_ROW_BYTES, ("single_read", "three_pass")),
         (16384, ("three_pass",)),
         (786432, ("single_read", "two_pass")),
@@ -885,11 +972,17 @@ AUTO_RULES = {
 # single_read (y and dy on chip, each read once) where they fit and dy shares
 # y's 16-byte alignment (else its prepare is CannotRun), then two_pass and
 # multi_block as for the forward.  (The 16 KB bound is the forward's, not yet
-# measured for the backward.)
+# measured for the backward.)  Float rows past 768 KB (196608 elements, where
+# single_read holds y and dy only in clusters of 16) go to multi_block_l2
+# (H200, 2026-12-01, ÷ the floor: 4096 x 393216 softmax backward 1.32 against
+# single_read's 1.36, log_softmax backward 1.34 against 1.37; 1024 x 1048576
+# 1.57 against multi_block's 1.67); halves keep multi_block (its 1.36 beat
+# multi_block_l2's 1.6-1.7 at 2048 x 1048576 bf16 log_softmax backward).
 BACKWARD_AUTO_RULES = {
     4: ((16384, ("two_pass",)),
         (262144, ("single_read", "two_pass")),
-        (math.inf, ("single_read", "multi_block"))),
+        (SINGLE_READ_FLOAT_ROW_BYTES // 2, ("single_read", "multi_block_l2")),
+        (math.inf, ("multi_block_l2", "multi_block"))),
     2: ((16384, ("two_pass",)),
         (786432, ("single_read", "two_pass")),
         (math.inf, ("single_read", "multi_block"))),

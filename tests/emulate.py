@@ -91,6 +91,26 @@ def online_threads(body, scalars, threads: int):
     return m, s
 
 
+def max_then_sum_threads(body, scalars, threads: int):
+    """multi_block_l2's read item: each thread's max over its vectors (held in
+    registers), one sum of e^(x - max), then online_add1 over its scalars."""
+    v = thread_vectors(body, threads)  # (iteration, thread, vec), -inf padded
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = np.fmax.reduce(v.reshape(-1, threads, v.shape[2]).transpose(1, 0, 2).reshape(threads, -1), axis=1)
+        m = m.astype(F32)
+        base = exp_base(m)
+        s = np.zeros(threads, dtype=F32)
+        for it in v:
+            s = (s + exp_approx(it - base[:, None]).sum(axis=1, dtype=F32)).astype(F32)
+        for k, value in enumerate(scalars):
+            t = k % threads
+            if value > m[t]:
+                s[t] *= exp_approx(m[t] - value)
+                m[t] = value
+            s[t] += exp_approx(value - exp_base(m[t]))
+    return m, s
+
+
 def block_merge(m, s):
     return merge_all(list(zip(m, s)))
 
@@ -125,6 +145,77 @@ def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
         partials.append(block_merge(*online_threads(part, scalars if c == 0 else scalars[:0], threads)))
     m, s = merge_all(partials)
     return write(row, m, s, op)
+
+
+def multi_block_l2(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax"):
+    """multi_block_l2.cu: chunks of threads x vpt vectors (the scalars in chunk 0),
+    each thread's max then sum (halves: online), each block's (max, sum) published; thread t merges slots t, t + threads, ...
+    in order (row_total), then the block merges the threads' pairs."""
+    body, scalars = split(row, misalign, vec)
+    chunk_vecs = threads * vpt
+    chunks = max(1, -(-len(body) // chunk_vecs))
+    per_thread = online_threads if vec == 8 else max_then_sum_threads  # halves: online
+    slots = [block_merge(*per_thread(body[c * chunk_vecs : (c + 1) * chunk_vecs],
+                                     scalars if c == 0 else scalars[:0], threads)) for c in range(chunks)]
+    m, s = merge_all([merge_all(slots[t::threads]) for t in range(threads)])
+    return write(row, m, s, op)
+
+
+def multi_block_l2_lag(lag, chunks):
+    """multi_block_l2.cu: the lag it runs with, at least chunks - 1 (a row's last
+    read item precedes its first write item)."""
+    return max(lag, chunks - 1)
+
+
+def multi_block_l2_item(ticket, items, lag):
+    """multi_block_l2.cu: the work item of a ticket, ("read" | "write", item) or
+    None (a ticket before the first write item or after the last read item)."""
+    again = ticket & 1
+    item = (ticket >> 1) - (lag if again else 0)
+    return ("write" if again else "read", item) if 0 <= item < items else None
+
+
+def multi_block_l2_schedule(rows, chunks, lag, grid, rng):
+    """Runs the kernel's ticket loop with `grid` blocks advancing in a random
+    order: each block holds its current ticket and the next one it took (the
+    prefetch), a write item completes only once every read item of its row has.
+    Returns (completed items in order, the tickets handed out); raises
+    RuntimeError if no block can advance (a deadlock)."""
+    lag = multi_block_l2_lag(lag, chunks)
+    items, last = rows * chunks, 2 * (rows * chunks + lag)
+    counter = 0
+
+    def take():
+        nonlocal counter
+        counter += 1
+        return counter - 1
+
+    blocks = [[take(), None] for _ in range(grid)]  # [current, next]
+    read_done, done = set(), []
+    while any(b[0] < last for b in blocks):
+        ready = []
+        for b in blocks:
+            if b[0] >= last:
+                continue
+            work = multi_block_l2_item(b[0], items, lag)
+            if work and work[0] == "write":
+                row = work[1] // chunks
+                if not all(row * chunks + c in read_done for c in range(chunks)):
+                    continue
+            ready.append(b)
+        if not ready:
+            raise RuntimeError(f"deadlock: blocks hold {blocks}")
+        b = ready[rng.integers(len(ready))]
+        if b[1] is None:  # thread 0's atomicAdd for the next ticket, in flight during the item
+            b[1] = take()
+            continue
+        work = multi_block_l2_item(b[0], items, lag)
+        if work:
+            done.append(work)
+            if work[0] == "read":
+                read_done.add(work[1])
+        b[0], b[1] = b[1], None
+    return done, counter
 
 
 def _in_place_only(op):
@@ -276,7 +367,22 @@ def multi_block_backward(y, dy, misalign=0, threads=64, chunk_vecs=8, vec=4, op=
     return grad_out(y, dy, dot, op)
 
 
-BACKWARD_ALGORITHMS = {"two_pass": two_pass_backward, "multi_block": multi_block_backward}
+def multi_block_l2_backward(y, dy, misalign=0, threads=32, vpt=2, vec=4, op="softmax_backward"):
+    """multi_block_l2.cu with SOFTMAX_BACKWARD: per-chunk dots of threads x vpt
+    vectors, thread t adds slots t, t + threads, ... (row_total), then the block."""
+    vecs = row_span(len(y), misalign, vec)[1]
+    chunk_vecs = threads * vpt
+    chunks = max(1, -(-vecs // chunk_vecs))
+    parts = [_chunk_dot(y, dy, misalign, threads, vec, op, c * chunk_vecs, (c + 1) * chunk_vecs, c == 0)
+             for c in range(chunks)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        per_thread = [np.array(parts[t::threads], dtype=F32).sum(dtype=F32) for t in range(threads)]
+        dot = np.array(per_thread, dtype=F32).sum(dtype=F32)
+    return grad_out(y, dy, dot, op)
+
+
+BACKWARD_ALGORITHMS = {"two_pass": two_pass_backward, "multi_block": multi_block_backward,
+                       "multi_block_l2": multi_block_l2_backward}
 
 
 def run_backward(name, y_stored, dy_stored, dtype="float32", op="softmax_backward", misalign=0, **knobs):
@@ -289,6 +395,7 @@ ALGORITHMS = {
     "three_pass": three_pass,
     "two_pass": two_pass,
     "multi_block": multi_block,
+    "multi_block_l2": multi_block_l2,
     "single_read": single_read,
     "single_read_warp": single_read_warp,
 }

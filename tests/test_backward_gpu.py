@@ -18,7 +18,7 @@ from softmax_lab.reference import (backward_error, backward_scale, log_softmax_b
 
 pytestmark = pytest.mark.gpu
 
-VARIANTS = ["two_pass", "multi_block", "auto"]
+VARIANTS = ["two_pass", "multi_block", "multi_block_l2", "auto"]
 DTYPES = ["float32", "float16", "bfloat16"]
 OPS = ["softmax_backward", "log_softmax_backward"]
 FUNCTIONS = {"softmax_backward": softmax_lab.softmax_backward, "log_softmax_backward": softmax_lab.log_softmax_backward}

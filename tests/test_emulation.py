@@ -261,3 +261,34 @@ def test_wide_half_softmax_special_values(dtype, cluster):
 def test_the_in_place_emulation_is_of_softmax_only():
     with pytest.raises(ValueError, match="softmax"):
         run("single_read", to_bits(np.zeros(9, np.float32), "float16"), "float16", "log_softmax")
+
+
+@pytest.mark.parametrize("rows, chunks", [(1, 1), (3, 5), (7, 2), (2, 40)])
+@pytest.mark.parametrize("grid", [1, 4, 33])
+def test_multi_block_l2_tickets_run_every_item_once_without_deadlock(rows, chunks, grid):
+    """The kernel's ticket order (read item k at 2k, write item k at 2(k + lag) + 1)
+    with blocks advancing in random orders: every item runs once, each write after
+    its row's reads, and no block waits forever, whatever the lag asked for (the
+    kernel raises it to chunks - 1; the caller's chunks + grid makes waits rare)."""
+    from emulate import multi_block_l2_schedule
+
+    rng = np.random.default_rng(rows * 1000 + chunks * 10 + grid)
+    for lag in (0, 1, chunks, chunks + grid):
+        done, _ = multi_block_l2_schedule(rows, chunks, lag, grid, rng)
+        items = rows * chunks
+        assert sorted(i for kind, i in done if kind == "read") == list(range(items))
+        assert sorted(i for kind, i in done if kind == "write") == list(range(items))
+        position = {w: p for p, w in enumerate(done)}
+        for k in range(items):
+            row = k // chunks
+            assert all(position[("read", row * chunks + c)] < position[("write", k)] for c in range(chunks))
+
+
+def test_multi_block_l2_schedule_detects_a_deadlock(monkeypatch):
+    """The check is real: without the kernel's floor on the lag, a row's first
+    write item comes before its last read item, and one block hangs."""
+    import emulate
+
+    monkeypatch.setattr(emulate, "multi_block_l2_lag", lambda lag, chunks: lag)
+    with pytest.raises(RuntimeError, match="deadlock"):
+        emulate.multi_block_l2_schedule(3, 5, 0, 1, np.random.default_rng(0))

@@ -48,6 +48,11 @@ def _builds():
     yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": WARP_ROW_VPT}, id="single_read_warp")
     for c in _derived_configs():
         yield pytest.param("single_read.cu", "sm_90", c.defines(), id=f"single_read-{c.label()}")
+    for arch, cc in (("sm_80", 80), ("sm_90", 90)):  # the builds multi_block_l2 launches
+        for dtype in DTYPES:
+            for op in ALL_OPS:
+                defines = V.multi_block_l2_defines(dtype, op, cc)
+                yield pytest.param("multi_block_l2.cu", arch, defines, id=f"multi_block_l2-launched-{dtype}-{op}-{arch}")
     for c in _long_row_configs():
         yield pytest.param("long_row.cu", "sm_90", c.defines(), id=f"long_row-{c.label()}")
 
