@@ -480,8 +480,8 @@ def log_softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=No
 
 
 def _call(x, axis, variant, out, stream, op: str, g=None):
-    if stream is None and type(axis) is int and type(variant) is str:
-        fast = _repeat_call(x, axis, variant, out, op, g)
+    if type(axis) is int and type(variant) is str and (stream is None or isinstance(stream, cupy.cuda.Stream)):
+        fast = _repeat_call(x, axis, variant, out, op, g, stream)
         if fast is not _MISS:
             return fast
     return _softmax(x, axis, variant, out, stream, op, g)
@@ -535,7 +535,7 @@ def _softmax(x, axis, variant: str, out, stream, op: str = "softmax", g=None):
     g_plan = None if g is None else plan_call(gv, ov, axis, "dy")
     on_device = cupy.cuda.Device(device) if device != cupy.cuda.runtime.getDevice() else contextlib.nullcontext()
     with on_device:
-        return _execute(x, xv, out, ov, plan, device, variant, run_stream, stream is None, op, g, gv, g_plan)
+        return _execute(x, xv, out, ov, plan, device, variant, run_stream, op, g, gv, g_plan)
 
 
 def _storage(dtype: np.dtype) -> np.dtype:
@@ -607,7 +607,7 @@ def _input_ptr(a, av: ArrayView, plan: CallPlan, stream):
 
 
 def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, stream,
-             default_stream: bool, op: str = "softmax", g=None, gv: ArrayView | None = None,
+             op: str = "softmax", g=None, gv: ArrayView | None = None,
              g_plan: CallPlan | None = None):
     x_ptr, keep_alive = _input_ptr(x, xv, plan, stream)
     g_ptr = ld_g = 0
@@ -629,7 +629,7 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
         del g_keep_alive  # as keep_alive below
     else:
         launch(x_ptr, y_ptr, stream)
-    if default_stream and not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch") and \
+    if not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch") and \
             (g is None or not g_plan.copy_input):
         _remember(xv, ov, plan, device, variant, launch, op, gv)
     del keep_alive  # freed to CuPy's pool on `stream`: reused only after the launch
@@ -686,9 +686,12 @@ def _clear(a_ptr: int, a_lo: int, a_hi: int, y_ptr: int, o_lo: int, o_hi: int) -
     return y_ptr == a_ptr or not (y_ptr + o_lo < a_ptr + a_hi and a_ptr + a_lo < y_ptr + o_hi)
 
 
-def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax", g=None):
+def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax", g=None, stream=None):
+    """A call whose plan is cached: a lookup, the extents' check and the launch, on
+    `stream` (a cupy.cuda.Stream of x's device) or the current stream; _MISS where
+    the checked path must decide."""
     kx = _key(x)
-    if kx is None:
+    if kx is None or (stream is not None and getattr(stream, "device_id", -1) not in (-1, kx[4])):
         return _MISS
     kg = None
     if g is not None:
@@ -709,12 +712,12 @@ def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax", g=None):
     x_ptr = kx[0]
     g_ptr = None if kg is None else kg[0]
     if ko is None:
-        return call(x_ptr, None, None, g_ptr)
+        return call(x_ptr, None, None, g_ptr, stream)
     y_ptr = ko[0]
     if not _clear(x_ptr, x_lo, x_hi, y_ptr, o_lo, o_hi) or \
             (kg is not None and not _clear(g_ptr, g_lo, g_hi, y_ptr, o_lo, o_hi)):
         return _MISS  # extents overlap: check the elements
-    return call(x_ptr, out, y_ptr, g_ptr)
+    return call(x_ptr, out, y_ptr, g_ptr, stream)
 
 
 def _span(a: ArrayView) -> tuple[int, int]:
@@ -740,8 +743,8 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
     moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
     dtype, axis = xv.dtype, plan.axis
 
-    def call(x_ptr, out, y_ptr, g_ptr):
-        stream = _current_stream(torch_stream, device)
+    def call(x_ptr, out, y_ptr, g_ptr, stream=None):
+        stream = stream if stream is not None else _current_stream(torch_stream, device)
         result = out
         if out is None:
             result, y_ptr = _new_output(torch_stream, moved, dtype, device, axis, stream)
