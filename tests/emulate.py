@@ -69,6 +69,18 @@ def thread_vectors(body, threads: int):
     return padded.reshape(iters, threads, body.shape[1])
 
 
+def add_scalars(m, s, scalars, threads: int):
+    """online_add1 of scalar k into thread k % threads's (max, sum), in place."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        for k, value in enumerate(scalars):
+            t = k % threads
+            if value > m[t]:
+                s[t] *= exp_approx(m[t] - value)
+                m[t] = value
+            s[t] += exp_approx(value - exp_base(m[t]))
+    return m, s
+
+
 def online_threads(body, scalars, threads: int):
     """online_span(): each thread's running (max, sum) after online_add4 over
     its vectors, then online_add1 over its scalars."""
@@ -82,13 +94,7 @@ def online_threads(body, scalars, threads: int):
             m = np.where(new, m4, m).astype(F32)
             base = exp_base(m)
             s = (s + exp_approx(v - base[:, None]).sum(axis=1, dtype=F32)).astype(F32)
-        for k, value in enumerate(scalars):
-            t = k % threads
-            if value > m[t]:
-                s[t] *= exp_approx(m[t] - value)
-                m[t] = value
-            s[t] += exp_approx(value - exp_base(m[t]))
-    return m, s
+    return add_scalars(m, s, scalars, threads)
 
 
 def max_then_sum_threads(body, scalars, threads: int):
@@ -102,13 +108,7 @@ def max_then_sum_threads(body, scalars, threads: int):
         s = np.zeros(threads, dtype=F32)
         for it in v:
             s = (s + exp_approx(it - base[:, None]).sum(axis=1, dtype=F32)).astype(F32)
-        for k, value in enumerate(scalars):
-            t = k % threads
-            if value > m[t]:
-                s[t] *= exp_approx(m[t] - value)
-                m[t] = value
-            s[t] += exp_approx(value - exp_base(m[t]))
-    return m, s
+    return add_scalars(m, s, scalars, threads)
 
 
 def block_merge(m, s):
