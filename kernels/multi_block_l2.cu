@@ -7,10 +7,10 @@
 // blocks:
 //   read  (row, c):  chunk c of the row (MBL2_THREADS x MBL2_VPT 16-byte
 //                    vectors, in registers), each thread's max then sum of
-//                    e^(x - max) (halves: online), the block's (max, sum) published as one
-//                    64-bit word in the row's slot c                 (read x)
-//   write (row, c):  the chunk loaded again (from L2: it was read `lag` items
-//                    chunks before), then the row's slots merged in a fixed
+//                    e^(x - max) (halves: online), the block's (max, sum)
+//                    published as one 64-bit word in slot c     (read x)
+//   write (row, c):  the chunk loaded again (from L2: its read item came `lag`
+//                    items before), then the row's slots merged in a fixed
 //                    order, y = e^(x - M) / S (or (x - M) - log S)   (write y)
 // Ticket 2k is read item k and ticket 2k + 1 write item k - lag, items
 // numbered row by row (row * chunks + c).  The caller's lag is a row's chunks
@@ -20,10 +20,10 @@
 // tickets (tests/emulate.py multi_block_l2_schedule runs the schedule).  A
 // write item only waits on read items of lower tickets, which are held by
 // running blocks, so the launch cannot deadlock whatever the residency.  The
-// lag sets what L2 must hold: lag x chunk bytes of x (and of dy; the
-// within a share of L2).  Write items load their chunk before they wait, and
-// load it with the evict-first policy (.cs), as the output stores (the
-// backward's dy after the wait: fewer registers held across it).
+// lag sets what L2 must hold: lag x chunk bytes of x (and of dy).  Write
+// items load their chunk before they wait, with the evict-first policy (.cs)
+// as the output stores (the backward's dy after the wait: fewer registers
+// held across it).
 //
 // Slots: one 64-bit word per (row, chunk); the caller fills them with the
 // byte 0xBF, so a slot whose high word is 0xBFBFBFBF is not yet written (a
@@ -227,7 +227,7 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
                     const i64 v = chunk_vec(v0, j);
                     store_chunk_vec(r, v, vec_grad(widen_raw(raw[j]), grad[j], total), v < v1);
                 }
-                if (c == 0) {
+                if (c == 0) {  // the scalar head and tail (grad_span's loop spills here: ptxas, halves log)
                     for (i64 k = threadIdx.x; k < scalar_count(r); k += MBL2_THREADS) {
                         const i64 i = scalar_index(r, k);
                         r.y[i] = from_float<elem_t>(grad_out(load_scalar(r, i), to_float(g.g[i]), total));
@@ -240,12 +240,7 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
                     const i64 v = chunk_vec(v0, j);
                     store_chunk_vec(r, v, f(widen_raw(raw[j])), v < v1);
                 }
-                if (c == 0) {
-                    for (i64 k = threadIdx.x; k < scalar_count(r); k += MBL2_THREADS) {
-                        const i64 i = scalar_index(r, k);
-                        r.y[i] = from_float<elem_t>(f(load_scalar(r, i)));
-                    }
-                }
+                write_span(r, 0, 0, c == 0, f);  // the scalar head and tail (chunk 0)
 #endif
             }
         }

@@ -149,8 +149,9 @@ def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
 
 def multi_block_l2(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax"):
     """multi_block_l2.cu: chunks of threads x vpt vectors (the scalars in chunk 0),
-    each thread's max then sum (halves: online), each block's (max, sum) published; thread t merges slots t, t + threads, ...
-    in order (row_total), then the block merges the threads' pairs."""
+    each thread's max then sum (halves: online), each block's (max, sum)
+    published; thread t merges slots t, t + threads, ... in order (row_total),
+    then the block merges the threads' pairs."""
     body, scalars = split(row, misalign, vec)
     chunk_vecs = threads * vpt
     chunks = max(1, -(-len(body) // chunk_vecs))
