@@ -65,6 +65,14 @@ __device__ __forceinline__ void cluster_sync() {
         __syncthreads();
 }
 
+// Lane l's address of `local` in block l % CLUSTER of the cluster (distributed shared memory).
+template <int CLUSTER>
+__device__ __forceinline__ unsigned peer_addr(const void* local) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"((threadIdx.x & 31) % CLUSTER));
+    return remote;
+}
+
 // Every thread gets the merge of the CLUSTER pairs published at `local` in
 // the blocks of its cluster: lane l reads block l % CLUSTER's pair through
 // distributed shared memory, then a butterfly over CLUSTER lanes merges them
@@ -75,9 +83,7 @@ __device__ __forceinline__ MaxSum cluster_merge(const MaxSum* local) {
                   "the butterfly needs a power-of-two cluster of at most 16 blocks");
     MaxSum total;
     if constexpr (CLUSTER > 1) {
-        unsigned remote;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"((threadIdx.x & 31) % CLUSTER));
-        asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(total.max), "=f"(total.sum) : "r"(remote) : "memory");
+        asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(total.max), "=f"(total.sum) : "r"(peer_addr<CLUSTER>(local)) : "memory");
     } else {
         total = *local;
     }
@@ -87,4 +93,31 @@ __device__ __forceinline__ MaxSum cluster_merge(const MaxSum* local) {
         total = merge(total, other);
     }
     return total;
+}
+
+// cluster_merge for a float sum (the backward's dot): the same order everywhere.
+template <int CLUSTER>
+__device__ __forceinline__ float cluster_sum(const float* local) {
+    static_assert(CLUSTER >= 1 && CLUSTER <= 16 && (CLUSTER & (CLUSTER - 1)) == 0,
+                  "the butterfly needs a power-of-two cluster of at most 16 blocks");
+    float total;
+    if constexpr (CLUSTER > 1) {
+        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(total) : "r"(peer_addr<CLUSTER>(local)) : "memory");
+    } else {
+        total = *local;
+    }
+#pragma unroll
+    for (int o = CLUSTER / 2; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+    return total;
+}
+
+// The cluster barrier in two halves, so that work can go on between them.
+template <int CLUSTER>
+__device__ __forceinline__ void cluster_arrive() {
+    if constexpr (CLUSTER > 1) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+template <int CLUSTER>
+__device__ __forceinline__ void cluster_wait() {
+    if constexpr (CLUSTER > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }

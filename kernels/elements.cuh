@@ -186,11 +186,17 @@ __device__ __forceinline__ float load_scalar(const RowSpanOf<T>& r, i64 i) {
 // x's alignment, else element by element.
 __device__ __forceinline__ void store_out(const RowSpan& r, i64 v, float4 val) { store4(r, v, val); }
 
-template <typename H>
+template <bool EVICT_LAST = false, typename H>
 __device__ __forceinline__ void store_out(const RowSpanOf<H>& r, i64 v, const Floats8& val) {
     H* p = r.y + r.head + 8 * v;
     if (r.y_shift == 0) {
-        __stcs(reinterpret_cast<uint4*>(p), narrow8<H>(val));
+        const uint4 w = narrow8<H>(val);
+        if (EVICT_LAST)
+            asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(w.x), "r"(w.y),
+                         "r"(w.z), "r"(w.w), "l"(l2_evict_last())
+                         : "memory");
+        else
+            __stcs(reinterpret_cast<uint4*>(p), w);
     } else {
 #pragma unroll
         for (int c = 0; c < 8; ++c) p[c] = from_float<H>(val.v[c]);
@@ -257,6 +263,97 @@ __device__ __forceinline__ MaxSum online_span(const RowSpanOf<T>& r, i64 v0, i64
         for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x)
             online_add1(acc, load_scalar(r, scalar_index(r, k)));
     return acc;
+}
+
+// ------------------------------------------------------------ vectors held in registers
+// multi_block_l2 and cluster_row load a thread's vectors into registers as
+// they are (raw_t: 4 floats, or 8 halves in a uint4) and widen them where
+// they are used.
+#if SOFTMAX_DTYPE == 0
+typedef float4 raw_t;
+__device__ __forceinline__ float4 widen_raw(float4 v) { return v; }
+#else
+typedef uint4 raw_t;
+__device__ __forceinline__ Floats8 widen_raw(uint4 v) { return widen8<elem_t>(v); }
+#endif
+
+// 16-byte loads with the L2 evict-last policy.
+__device__ __forceinline__ float4 load_evict_last(const float4* p) {
+    float4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p), "l"(l2_evict_last()));
+    return v;
+}
+
+__device__ __forceinline__ uint4 load_evict_last(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(l2_evict_last()));
+    return v;
+}
+
+// Body vector v as loaded, by L2 policy: LOAD_PLAIN (__ldg), LOAD_STREAM
+// (evict-first, .cs) or LOAD_KEEP (evict-last).
+enum { LOAD_PLAIN, LOAD_STREAM, LOAD_KEEP };
+
+template <int POLICY>
+__device__ __forceinline__ float4 load_raw(const float4* in, i64 v) {
+    return POLICY == LOAD_STREAM ? __ldcs(in + v) : POLICY == LOAD_KEEP ? load_evict_last(in + v) : __ldg(in + v);
+}
+
+template <int POLICY, typename H>
+__device__ __forceinline__ uint4 load_raw(HalfVecs<H> in, i64 v) {
+    return POLICY == LOAD_STREAM ? __ldcs(in.p + v) : POLICY == LOAD_KEEP ? load_evict_last(in.p + v) : __ldg(in.p + v);
+}
+
+// Output vector v, valid or not.  Every lane of a warp calls it, with the
+// warp's lanes holding consecutive vectors: float bodies at any alignment of y
+// keep 16-byte stores (store4_warp); half bodies misaligned with y are stored
+// element by element.
+// EVICT_LAST: the 16-byte stores with the L2 evict-last policy, else evict-first.
+template <bool EVICT_LAST = false>
+__device__ __forceinline__ void store_chunk_vec(const RowSpan& r, i64 v, float4 val, bool valid) {
+    store4_warp<EVICT_LAST>(r, v, val, valid);
+}
+
+template <bool EVICT_LAST = false, typename H>
+__device__ __forceinline__ void store_chunk_vec(const RowSpanOf<H>& r, i64 v, const Floats8& val, bool valid) {
+    if (valid) store_out<EVICT_LAST>(r, v, val);
+}
+
+// This thread's (max, sum of e^(x - max)) over its held vectors j where
+// in_row(j).  Floats: the max, then one sum (no rescaling as the max grows);
+// halves: online, each vector widened once (fewer registers).
+template <int V, typename InRow>
+__device__ __forceinline__ MaxSum held_max_sum(const raw_t (&raw)[V], InRow in_row) {
+    MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
+#if SOFTMAX_DTYPE == 0
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+        if (in_row(j)) acc.max = fmaxf(acc.max, vec_max(widen_raw(raw[j])));
+    const float base = exp_base(acc.max);
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+        if (in_row(j)) acc.sum += vec_exp_sum(widen_raw(raw[j]), base);
+#else
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+        if (in_row(j)) online_add_vec(acc, widen_raw(raw[j]));
+#endif
+    return acc;
+}
+
+// Stores f of each held vector j at body vector vec_of(j), where below v1.
+template <bool EVICT_LAST = false, int V, typename VecOf, typename F>
+__device__ __forceinline__ void store_held(const RowSpanOf<elem_t>& r, const raw_t (&raw)[V], VecOf vec_of, i64 v1,
+                                           const F& f) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        const i64 v = vec_of(j);
+        store_chunk_vec<EVICT_LAST>(r, v, f(widen_raw(raw[j])), v < v1);
+    }
 }
 
 #if SOFTMAX_BACKWARD

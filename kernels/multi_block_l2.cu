@@ -48,6 +48,9 @@
 #ifndef MBL2_VPT  // 16-byte vectors per thread and chunk (of each array), all loads in flight at once;
 #define MBL2_VPT (SOFTMAX_BACKWARD ? 1 : 4)  // variants.py multi_block_l2_defines sets it per device
 #endif
+#ifndef MBL2_FIRST_READ  // the first read's L2 policy: evict-last, so the lines stay for the second
+#define MBL2_FIRST_READ LOAD_KEEP
+#endif
 #ifndef MBL2_BLOCKS_PER_SM
 #define MBL2_BLOCKS_PER_SM 2
 #endif
@@ -57,38 +60,9 @@ static_assert(MBL2_VPT >= 1 && MBL2_BLOCKS_PER_SM >= 1, "positive sizes");
 #define MBL2_CHUNK ((i64)MBL2_THREADS * MBL2_VPT)  // vectors per chunk
 #define MBL2_PENDING 0xBFBFBFBFu  // the high word of a slot not yet written
 
-#if SOFTMAX_DTYPE == 0
-typedef float4 raw_t;
-__device__ __forceinline__ float4 widen_raw(float4 v) { return v; }
-#else
-typedef uint4 raw_t;
-__device__ __forceinline__ Floats8 widen_raw(uint4 v) { return widen8<elem_t>(v); }
-#endif
-
-// Body vector v as loaded: __ldg the first time, evict-first (.cs) the second.
-template <bool AGAIN>
-__device__ __forceinline__ float4 load_raw(const float4* in, i64 v) {
-    return AGAIN ? __ldcs(in + v) : __ldg(in + v);
-}
-
-template <bool AGAIN, typename H>
-__device__ __forceinline__ uint4 load_raw(HalfVecs<H> in, i64 v) {
-    return AGAIN ? __ldcs(in.p + v) : __ldg(in.p + v);
-}
-
 // Vector j of this thread's part of chunk [v0, v1): v0 + t + j * MBL2_THREADS
 // (a warp's lanes hold consecutive vectors, as store4_warp needs).
 __device__ __forceinline__ i64 chunk_vec(i64 v0, int j) { return v0 + threadIdx.x + (i64)j * MBL2_THREADS; }
-
-// Output vector v, valid or not (every lane of a warp calls it: store4_warp).
-__device__ __forceinline__ void store_chunk_vec(const RowSpan& r, i64 v, float4 val, bool valid) {
-    store4_warp(r, v, val, valid);
-}
-
-template <typename H>
-__device__ __forceinline__ void store_chunk_vec(const RowSpanOf<H>& r, i64 v, const Floats8& val, bool valid) {
-    if (valid) store_out(r, v, val);
-}
 
 __device__ __forceinline__ void publish(unsigned long long* slot, unsigned lo, unsigned hi) {
     const unsigned long long w = ((unsigned long long)hi << 32) | lo;
@@ -175,7 +149,7 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
                 grad[j] = {};
 #endif
                 if (v < v1) {
-                    raw[j] = again ? load_raw<true>(in, v) : load_raw<false>(in, v);
+                    raw[j] = again ? load_raw<LOAD_STREAM>(in, v) : load_raw<MBL2_FIRST_READ>(in, v);
 #if SOFTMAX_BACKWARD
                     if (!again) grad[j] = load_grad_vec(r, g, v);  // write items load dy after the wait (registers)
 #endif
@@ -187,22 +161,8 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
 #pragma unroll
                 for (int j = 0; j < MBL2_VPT; ++j)
                     if (chunk_vec(v0, j) < v1) acc = combine(acc, vec_dot(widen_raw(raw[j]), grad[j]));
-#elif SOFTMAX_DTYPE != 0
-                Partial acc = no_partial();  // halves: online, each vector widened once (fewer registers)
-#pragma unroll
-                for (int j = 0; j < MBL2_VPT; ++j)
-                    if (chunk_vec(v0, j) < v1) online_add_vec(acc, widen_raw(raw[j]));
 #else
-                // The thread's vectors are all in registers: their max, then one
-                // sum of e^(x - max) (no rescaling as the max grows).
-                Partial acc = no_partial();
-#pragma unroll
-                for (int j = 0; j < MBL2_VPT; ++j)
-                    if (chunk_vec(v0, j) < v1) acc.max = fmaxf(acc.max, vec_max(widen_raw(raw[j])));
-                const float base = exp_base(acc.max);
-#pragma unroll
-                for (int j = 0; j < MBL2_VPT; ++j)
-                    if (chunk_vec(v0, j) < v1) acc.sum += vec_exp_sum(widen_raw(raw[j]), base);
+                Partial acc = held_max_sum(raw, [&](int j) { return chunk_vec(v0, j) < v1; });
 #endif
                 if (c == 0) {
                     for (i64 k = threadIdx.x; k < scalar_count(r); k += MBL2_THREADS) {
@@ -235,11 +195,7 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
                 }
 #else
                 const RowOutput f = row_output(total.max, total.sum);
-#pragma unroll
-                for (int j = 0; j < MBL2_VPT; ++j) {
-                    const i64 v = chunk_vec(v0, j);
-                    store_chunk_vec(r, v, f(widen_raw(raw[j])), v < v1);
-                }
+                store_held(r, raw, [&](int j) { return chunk_vec(v0, j); }, v1, f);
                 write_span(r, 0, 0, c == 0, f);  // the scalar head and tail (chunk 0)
 #endif
             }

@@ -214,22 +214,6 @@ __device__ __forceinline__ float load_cs(const float* p) { return __ldcs(p); }
 __device__ __forceinline__ float load_cs(const half_bits* p) { return to_float(half_bits{__ldcs(&p->bits)}); }
 __device__ __forceinline__ float load_cs(const bf16_bits* p) { return to_float(bf16_bits{__ldcs(&p->bits)}); }
 
-__device__ __forceinline__ float4 load_evict_last(const float4* p) {
-    float4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "l"(p), "l"(l2_evict_last()));
-    return v;
-}
-
-__device__ __forceinline__ uint4 load_evict_last(const uint4* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p), "l"(l2_evict_last()));
-    return v;
-}
-
 // One evict-last 16-byte store to an aligned address.
 __device__ __forceinline__ void store_aligned(float* p, float4 v) { store_vec<true>(p, v); }
 

@@ -93,25 +93,6 @@ __device__ __forceinline__ Pair load_scalar_pair(const SliceB& s, unsigned rank)
 
 __device__ __forceinline__ void opaque(float& v) { asm volatile("" : "+f"(v)); }
 
-// Every thread gets the sum of the CLUSTER partial dots published at `local`
-// in the blocks of its cluster, in the same order everywhere.
-template <int CLUSTER>
-__device__ __forceinline__ float cluster_sum(const float* local) {
-    float total;
-    if constexpr (CLUSTER > 1) {
-        unsigned remote;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                     : "=r"(remote)
-                     : "r"(smem_addr(local)), "r"((threadIdx.x & 31) % CLUSTER));
-        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(total) : "r"(remote) : "memory");
-    } else {
-        total = *local;
-    }
-#pragma unroll
-    for (int o = CLUSTER / 2; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
-    return total;
-}
-
 #if SOFTMAX_DTYPE == 0
 __device__ __forceinline__ float pair_dot(float4 y, float4 dy) { return vec_dot(y, dy); }
 __device__ __forceinline__ float4 pair_grad(float4 y, float4 dy, float dot) { return vec_grad(y, dy, dot); }
