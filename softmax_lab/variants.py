@@ -567,6 +567,101 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
     return max_active_clusters(kernel, config.cluster, config.threads, config.smem_bytes)
 
 
+# ---------------------------------------------------------------- cluster_row
+# cluster_row: a cluster per row, the row in registers, no persistent loop:
+# two or more blocks share an SM, so one row's loads overlap another's
+# reduction and stores (quack's structure).  Its plan, for `rows` rows of
+# `vecs` 16-byte vectors (of each array):
+#   1. CR_THREADS threads, at most CR_MAX_VPT vectors per thread: what two
+#      blocks per SM hold in registers (128 each, ptxas without spills);
+#   2. cluster: the smallest power of two whose slice ceil(vecs / c) fits a
+#      block (twice the threads where 16 blocks do not hold the row); while
+#      the clusters are fewer than the SMs (rows x c < SMs), doubled, as long
+#      as each thread keeps a vector, so that every SM works;
+#   3. vpt = ceil(slice / threads), which fills the block to within one vector
+#      per thread; __launch_bounds__ for as many blocks per SM (up to
+#      CR_MAX_BLOCKS_PER_SM) as CR_REGISTERS_PER_VECTOR x vpt + CR_OTHER_REGISTERS allow.
+CR_THREADS = 256
+CR_MAX_VPT = {(1, 4): 13, (1, 2): 13, (2, 4): 12, (2, 2): 8}  # (arrays, element size) -> vectors per thread (128 registers at most)
+CR_REGISTERS_PER_VECTOR = {(1, 4): 4, (1, 2): 4, (2, 4): 8, (2, 2): 12}  # halves' dy held widened
+CR_OTHER_REGISTERS = {1: 32, 2: 24}  # by arrays; ptxas (NVRTC 12.9) without spills: forward 13 vectors at 88-96, 10 at 72,
+CR_MIN_REGISTERS = 56  # 8 at 64; backward 12 at 120; small blocks need 56 (48 spilled)
+CR_MAX_BLOCKS_PER_SM = 8
+
+
+@dataclass(frozen=True)
+class RowClusterPlan:
+    cluster: int  # thread blocks per row (a power of two, at most 16)
+    threads: int
+    vpt: int  # 16-byte vectors per thread (of each array)
+    blocks_per_sm: int  # what __launch_bounds__ sizes the registers for
+    smem_bytes: int = 0  # no dynamic shared memory
+
+    def __post_init__(self):
+        _check_cluster_and_threads(self.cluster, self.threads)
+        if min(self.vpt, self.blocks_per_sm) < 1:
+            raise ValueError(f"vpt and blocks_per_sm must be positive: {self}")
+
+    @property
+    def capacity_vecs(self) -> int:
+        return self.cluster * self.threads * self.vpt
+
+    def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
+        return {"CR_CLUSTER": self.cluster, "CR_THREADS": self.threads, "CR_VPT": self.vpt,
+                "CR_BLOCKS_PER_SM": self.blocks_per_sm}
+
+    def label(self) -> str:
+        return f"{self.cluster}x{self.threads}x{self.vpt}x{self.blocks_per_sm}"
+
+
+def cluster_row_blocks_per_sm(threads: int, vpt: int, arrays: int, itemsize: int) -> int:
+    registers = max(CR_MIN_REGISTERS, CR_REGISTERS_PER_VECTOR[arrays, itemsize] * vpt + CR_OTHER_REGISTERS[arrays])
+    registers = -(-registers // 8) * 8
+    return max(1, min(CR_MAX_BLOCKS_PER_SM, REGISTERS_PER_SM // (threads * registers)))
+
+
+def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE,
+                     arrays: int = 1, threads: int = CR_THREADS) -> RowClusterPlan | None:
+    """cluster_row's plan (the rule above), or None where no cluster holds the row."""
+    if dev.compute_capability < 90:
+        return None
+    vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
+    for threads in (threads, 2 * threads):  # twice the threads where the largest cluster does not hold the row
+        most = threads * CR_MAX_VPT[arrays, itemsize]
+        cluster = next((c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and -(-vecs // c) <= most), None)
+        if cluster is not None:
+            break
+    else:
+        return None
+    while rows * cluster < dev.sm_count and 2 * cluster <= MAX_CLUSTER and vecs // (2 * cluster) >= threads:
+        cluster *= 2
+    vpt = -(-(-(-vecs // cluster)) // threads)
+    return RowClusterPlan(cluster, threads, vpt, cluster_row_blocks_per_sm(threads, vpt, arrays, itemsize))
+
+
+def _cluster_row_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
+    """The longest row cluster_row holds: the largest cluster of full blocks of twice CR_THREADS."""
+    arrays = 2 if op in BACKWARD_OPS else 1
+    return MAX_CLUSTER * 2 * CR_THREADS * CR_MAX_VPT[arrays, DTYPES[dtype]] * VECTOR_BYTES // DTYPES[dtype]
+
+
+def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | None = None) -> Launcher:
+    arrays = 2 if shape.backward else 1
+    plan = plan or cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, arrays)
+    if plan is None or -(-shape.cols * shape.itemsize // VECTOR_BYTES) > plan.capacity_vecs:
+        raise CannotRun(f"variant 'cluster_row': {plan or 'no plan'} does not hold rows of {shape.cols} "
+                        f"{shape.dtype} elements on {dev.name}")
+    try:
+        kernel = _cluster_kernel("cluster_row.cu", plan, dev, kernel_defines(shape.dtype, shape.op))
+        resident = resident_groups(plan, kernel, dev)
+    except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError, RuntimeError) as e:
+        raise CannotRun(f"variant 'cluster_row': {dev.name} cannot run {plan}: {e}") from e
+    if resident < 1:
+        raise CannotRun(f"variant 'cluster_row': no cluster of {plan} can be resident on {dev.name}")
+    return _cluster_launcher(lambda c, d: kernel, plan, shape, dev, min(shape.rows, (2**31 - 1) // plan.cluster),
+                             "cluster_row")
+
+
 # Rows of at most WARP_ROW_BYTES (WARP_ROW_COLS fp32 elements, twice as many
 # halves): one warp per row (single_read_warp).
 WARP_ROW_VPT = 8
@@ -905,6 +1000,19 @@ _ALL = (
         ops=ALL_OPS,  # backward: y and dy of a row on chip (single_read_backward.cu), each read once
     ),
     Variant(
+        name="cluster_row",
+        source="cluster_row.cu",
+        entries=("cluster_row",),
+        reads=1, writes=1, min_compute_capability=90,
+        summary=("a cluster per row, the row in registers, several blocks per SM and no persistent loop, "
+                 "combined through distributed shared memory"),
+        launch_rule=(f"{CR_THREADS} threads, at most {CR_MAX_VPT[1, 4]} vectors per thread; the smallest cluster "
+                     "that holds the row, doubled while clusters are fewer than SMs (cluster_row_plan)"),
+        prepare_launch=_prepare_cluster_row,
+        max_cols=_cluster_row_limit,
+        ops=ALL_OPS,  # backward: y and dy of a row held, each read once
+    ),
+    Variant(
         name="long_row",
         source="long_row.cu",
         entries=("long_row",),
@@ -973,15 +1081,19 @@ AUTO_RULES = {
 # y's 16-byte alignment (else its prepare is CannotRun), then two_pass and
 # multi_block as for the forward.  (The 16 KB bound is the forward's, not yet
 # measured for the backward.)  Float rows past 768 KB (196608 elements, where
-# single_read holds y and dy only in clusters of 16) go to multi_block_l2
-# (H200, 2026-12-01, ÷ the floor: 4096 x 393216 softmax backward 1.32 against
-# single_read's 1.36, log_softmax backward 1.34 against 1.37; 1024 x 1048576
-# 1.57 against multi_block's 1.67); halves keep multi_block (its 1.36 beat
+# single_read holds y and dy only in clusters of 16) go to cluster_row up to
+# 1.5 MB, then multi_block_l2 (H200, 2026-12-01, ÷ the floor, .probe runs:
+# 4096 x 393216 softmax backward cluster_row 1.21-1.24, log 1.19, against
+# multi_block_l2's 1.33-1.40 and single_read's 1.35; 132 x 393216 1.17
+# against 1.30; but 4096 x 262144 1.43 against 1.33 and 4096 x 300003 1.41
+# against 1.39; past 1.5 MB multi_block_l2: 1024 x 1048576 1.57 against
+# multi_block's 1.67); halves keep multi_block (its 1.36 beat
 # multi_block_l2's 1.6-1.7 at 2048 x 1048576 bf16 log_softmax backward).
 BACKWARD_AUTO_RULES = {
     4: ((16384, ("two_pass",)),
         (262144, ("single_read", "two_pass")),
         (SINGLE_READ_FLOAT_ROW_BYTES // 2, ("single_read", "multi_block_l2")),
+        (SINGLE_READ_FLOAT_ROW_BYTES, ("cluster_row", "multi_block_l2")),
         (math.inf, ("multi_block_l2", "multi_block"))),
     2: ((16384, ("two_pass",)),
         (786432, ("single_read", "two_pass")),
@@ -993,11 +1105,38 @@ BACKWARD_AUTO_RULES = {
 FALLBACKS = ("two_pass", "multi_block")
 
 
+# Few rows: cluster_row before the rules above where its standard blocks
+# (CR_THREADS threads) hold the row, the row is longer than three_pass's
+# 16 KB, and there are at most CLUSTER_ROW_ROWS_PER_SM rows per SM:
+# single_read's persistent pipeline then runs few rounds, and its fill and
+# drain cost more than cluster_row's blocks, several to an SM (H200,
+# 2026-12-01, .probe runs, ÷ torch copy_: forward float32 at 132 rows
+# cluster_row 1.15-1.31 against single_read's 1.29-1.47 for 32000-151936
+# columns, 1.44 against 1.47 at 128256; at 264-528 rows single_read wins at
+# 65536 and 151936 (1.18-1.24 against 1.23-1.32); bf16 132 x 151936 1.25
+# against 1.35; float32 backward at 132-1056 rows of 65536 and 151936
+# 1.07-1.25 against 1.14-1.45, even at 4096 rows of 151936, behind at 4096
+# rows of 128256 and 196608.  Halves' backward in cluster_row ran 2.1-2.3, so
+# auto does not take it for them).
+CLUSTER_ROW_ROWS_PER_SM = {False: 1, True: 8}  # backward -> rows per SM
+
+
+def _few_rows_for_cluster_row(shape: Shape, dev: DeviceInfo) -> bool:
+    if shape.cols * shape.itemsize <= 16384 or (shape.backward and shape.itemsize != ITEMSIZE):
+        return False
+    if shape.rows > CLUSTER_ROW_ROWS_PER_SM[shape.backward] * dev.sm_count:
+        return False
+    plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, 2 if shape.backward else 1)
+    return plan is not None and plan.threads == CR_THREADS
+
+
 def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     """variant="auto": the variants to try for this shape on this device, best first.
     The api takes the first whose prepare() does not raise CannotRun."""
     rules = BACKWARD_AUTO_RULES if shape.backward else AUTO_RULES
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
+    if _few_rows_for_cluster_row(shape, dev) and "cluster_row" not in names:
+        names = ("cluster_row",) + names
     names = names + tuple(n for n in FALLBACKS if n not in names)
     return tuple(_REGISTRY[n] for n in names
                  if _REGISTRY[n].unsupported_reason(shape.cols, dev, shape.dtype, shape.op) is None)

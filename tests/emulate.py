@@ -261,6 +261,22 @@ def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax"):
     return out
 
 
+def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax"):
+    """cluster_row.cu: single_read's slices and merges, one row per cluster.
+    float32 softmax keeps e in place (CR_IN_PLACE), as single_read; the other
+    builds take each thread's max then sum (halves: online, held_max_sum),
+    block 0 adds the scalars, and write the output from x."""
+    if op == "softmax" and vec == 4:
+        return single_read(row, misalign, threads, cluster, vec, op)
+    body, scalars = split(row, misalign, vec)
+    per_block = -(-len(body) // cluster)
+    per_thread = online_threads if vec == 8 else max_then_sum_threads
+    blocks = [block_merge(*per_thread(body[min(rank * per_block, len(body)):][:per_block],
+                                      scalars if rank == 0 else scalars[:0], threads)) for rank in range(cluster)]
+    m, s = merge_all(blocks)
+    return write(row, m, s, op)
+
+
 def single_read_warp(row, misalign=0, vec=4, op="softmax"):
     """single_read_warp: max, e = e^(x - base) in place, y = e * e^(base - m) / sum."""
     _in_place_only(op)
@@ -382,8 +398,20 @@ def multi_block_l2_backward(y, dy, misalign=0, threads=32, vpt=2, vec=4, op="sof
     return grad_out(y, dy, dot, op)
 
 
+def cluster_row_backward(y, dy, misalign=0, threads=32, cluster=4, vec=4, op="softmax_backward"):
+    """cluster_row.cu with SOFTMAX_BACKWARD: each block's dot over its slice (block 0
+    with the scalars), the cluster's dots summed, then dx."""
+    vecs = row_span(len(y), misalign, vec)[1]
+    per_block = -(-vecs // cluster)
+    parts = [_chunk_dot(y, dy, misalign, threads, vec, op, min(r * per_block, vecs), min((r + 1) * per_block, vecs),
+                        r == 0) for r in range(cluster)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        dot = np.array(parts, dtype=F32).sum(dtype=F32)
+    return grad_out(y, dy, dot, op)
+
+
 BACKWARD_ALGORITHMS = {"two_pass": two_pass_backward, "multi_block": multi_block_backward,
-                       "multi_block_l2": multi_block_l2_backward}
+                       "multi_block_l2": multi_block_l2_backward, "cluster_row": cluster_row_backward}
 
 
 def run_backward(name, y_stored, dy_stored, dtype="float32", op="softmax_backward", misalign=0, **knobs):
@@ -399,6 +427,7 @@ ALGORITHMS = {
     "multi_block_l2": multi_block_l2,
     "single_read": single_read,
     "single_read_warp": single_read_warp,
+    "cluster_row": cluster_row,
 }
 
 

@@ -365,6 +365,6 @@ SANITIZER_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tool, names", [("memcheck", VARIANTS), ("racecheck", ["single_read", "multi_block", "multi_block_l2"]), ("synccheck", ["single_read", "multi_block_l2"])])
+@pytest.mark.parametrize("tool, names", [("memcheck", VARIANTS), ("racecheck", ["single_read", "multi_block", "multi_block_l2", "cluster_row"]), ("synccheck", ["single_read", "multi_block_l2", "cluster_row"])])
 def test_compute_sanitizer(tool, names, tmp_path):
     run_sanitized(tool, SANITIZER_SCRIPT.format(names=names), tmp_path)

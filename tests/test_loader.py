@@ -27,6 +27,23 @@ def _derived_configs():
     return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm))
 
 
+def _cluster_row_plans():
+    """cluster_row's plans over a grid of row lengths, row counts, element sizes and
+    directions, with the dtype and op builds that auto launches them for."""
+    found = {}  # one cluster size per block shape: the registers do not depend on it
+    for dev in (H200, SMALL_HOPPER):
+        for cols in (4097, 8191, 20000, 32000, 50257, 65536, 100003, 128256, 151936, 196609, 262147, 393216):
+            for rows in (1, 32, 132, 4096):
+                for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax"),
+                                  ("float32", "softmax_backward"), ("bfloat16", "log_softmax_backward")):
+                    arrays = 2 if op in BACKWARD_OPS else 1
+                    plan = V.cluster_row_plan(cols, dev, rows, DTYPES[dtype], arrays)
+                    if plan is not None:
+                        found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, op), plan)
+    return sorted(((plan, dtype, op) for (_, _, _, dtype, op), plan in found.items()),
+                  key=lambda p: (p[0].label(), p[1], p[2]))
+
+
 def _long_row_configs():
     return sorted({c for dev in (H200, SMALL_HOPPER) for c in V.long_row_candidates(dev)}, key=lambda c: c.label())
 
@@ -55,6 +72,9 @@ def _builds():
                 yield pytest.param("multi_block_l2.cu", arch, defines, id=f"multi_block_l2-launched-{dtype}-{op}-{arch}")
     for c in _long_row_configs():
         yield pytest.param("long_row.cu", "sm_90", c.defines(), id=f"long_row-{c.label()}")
+    for plan, dtype, op in _cluster_row_plans():
+        yield pytest.param("cluster_row.cu", "sm_90", plan.defines() | kernel_defines(dtype, op),
+                           id=f"cluster_row-{plan.label()}-{dtype}-{op}")
 
 
 @pytest.mark.parametrize("source, arch, defines", list(_builds()))

@@ -160,16 +160,16 @@ def test_dy_of_another_alignment_is_cannot_run_before_any_device_call(dtype, op)
 @pytest.mark.parametrize("op", V.BACKWARD_OPS)
 @pytest.mark.parametrize("dtype", list(V.DTYPES))
 def test_auto_picks_single_read_for_the_backward_where_it_fits(dtype, op):
-    # floats past 196608 (clusters of 16) go to multi_block_l2 (BACKWARD_AUTO_RULES)
+    # floats past 196608 (clusters of 16) go to cluster_row, then multi_block_l2 (BACKWARD_AUTO_RULES)
     limit = V._single_read_limit(H200, dtype, op) if dtype != "float32" else 196608
     for cols in (1, 1000, 16384 // V.DTYPES[dtype]):
         assert V.choose(4096, cols, H200, dtype, op).name == "two_pass"
     for cols in (16384 // V.DTYPES[dtype] + 1, 32000, 151936, 196608, limit):
         assert V.choose(4096, cols, H200, dtype, op).name == "single_read", cols
         assert V.choose(4096, cols, A100, dtype, op).name in ("two_pass", "multi_block", "multi_block_l2")
-        names = [p.name for p in V.preferences(_shape(64, cols, dtype, op), H200)]
+        names = [p.name for p in V.preferences(_shape(2048, cols, dtype, op), H200)]  # few rows: cluster_row
         assert names[0] == "single_read" and {"two_pass", "multi_block"} <= set(names)  # fallbacks for CannotRun
-    assert V.choose(4096, limit + 1, H200, dtype, op).name in ("two_pass", "multi_block", "multi_block_l2")
+    assert V.choose(4096, limit + 1, H200, dtype, op).name in ("two_pass", "multi_block", "multi_block_l2", "cluster_row")
 
 
 def test_backward_traffic_of_single_read_is_two_reads_and_a_write():

@@ -22,7 +22,7 @@ HEADLINE = (4096, 393216)
 
 def test_registry_order_and_names():
     assert list(softmax_lab.variants()) == ["three_pass", "two_pass", "multi_block", "multi_block_l2", "single_read",
-                                           "long_row"]
+                                           "cluster_row", "long_row"]
     for name, v in softmax_lab.variants().items():
         assert v.name == name and v.source.endswith(".cu") and v.entries and v.summary and v.launch_rule
 
@@ -155,6 +155,61 @@ def test_auto_never_fails_to_offer_a_variant():
 def test_auto_rules(cols, on_h200, on_a100):
     assert choose(4096, cols, H200).name == on_h200
     assert choose(4096, cols, A100).name == on_a100
+
+
+# ------------------------------------------------------------------ cluster_row
+@pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=["H200", "small"])
+@pytest.mark.parametrize("itemsize, arrays", [(4, 1), (2, 1), (4, 2), (2, 2)])
+def test_cluster_row_plans_hold_the_row_within_a_vector_per_thread(dev, itemsize, arrays):
+    limit = V._cluster_row_limit(dev, "float32" if itemsize == 4 else "bfloat16",
+                                 "softmax_backward" if arrays == 2 else "softmax")
+    for cols in (4097, 8191, 32000, 50257, 65536, 100003, 128256, 151936, 262147, 393216, limit, limit + 1):
+        for rows in (1, 7, 132, 4096, 1 << 20):
+            plan = V.cluster_row_plan(cols, dev, rows, itemsize, arrays)
+            if cols > limit:
+                assert plan is None
+                continue
+            vecs = -(-cols * itemsize // 16)
+            assert plan.cluster in (1, 2, 4, 8, 16) and plan.threads in (V.CR_THREADS, 2 * V.CR_THREADS)
+            assert plan.vpt <= V.CR_MAX_VPT[arrays, itemsize]
+            per_block = -(-vecs // plan.cluster)
+            assert plan.threads * (plan.vpt - 1) < per_block <= plan.threads * plan.vpt  # the block is filled
+            budget = V.REGISTERS_PER_SM // (plan.threads * plan.blocks_per_sm)
+            assert V.CR_REGISTERS_PER_VECTOR[arrays, itemsize] * plan.vpt + V.CR_OTHER_REGISTERS[arrays] <= budget
+
+
+def test_cluster_row_spreads_few_rows_over_every_sm():
+    many, few = (V.cluster_row_plan(65536, H200, rows) for rows in (4096, 8))
+    assert few.cluster > many.cluster and 8 * few.cluster >= min(H200.sm_count, 8 * 16) // 2
+    assert V.cluster_row_plan(65536, A100, 8) is None  # clusters need sm_90
+
+
+def test_cluster_row_has_no_plan_before_hopper():
+    assert "compute capability 9.0" in get_variant("cluster_row").unsupported_reason(65536, A100)
+
+
+@pytest.mark.parametrize("rows, cols, dtype, op, first", [
+    (132, 151936, "float32", "softmax", "cluster_row"),  # few rows
+    (32, 65536, "bfloat16", "log_softmax", "cluster_row"),
+    (133, 151936, "float32", "softmax", "single_read"),  # more rows than SMs
+    (4096, 151936, "float32", "softmax", "single_read"),
+    (132, 4096, "float32", "softmax", "three_pass"),  # short rows keep their rules
+    (132, 393216, "float32", "softmax", "single_read"),  # past cluster_row's standard blocks
+    (1056, 151936, "float32", "softmax_backward", "cluster_row"),  # backward: up to 8 rows per SM
+    (1057, 151936, "float32", "softmax_backward", "single_read"),
+    (132, 151936, "bfloat16", "softmax_backward", "single_read"),  # halves' backward: not cluster_row
+    (4096, 393216, "float32", "softmax_backward", "cluster_row"),  # past what single_read holds of y and dy
+    (4096, 393216, "float32", "log_softmax_backward", "cluster_row"),
+    (4096, 393217, "float32", "softmax_backward", "multi_block_l2"),
+])
+def test_auto_takes_cluster_row_for_few_rows_and_long_float_backward_rows(rows, cols, dtype, op, first):
+    assert choose(rows, cols, H200, dtype, op).name == first
+    assert choose(rows, cols, A100, dtype, op).name != "cluster_row"
+
+
+def test_a_forced_cluster_row_plan_that_does_not_hold_the_row_is_cannot_run():
+    with pytest.raises(V.CannotRun, match="does not hold"):
+        get_variant("cluster_row").prepare(V.Shape(4, 40000, 40000, 40000), H200, plan=V.RowClusterPlan(1, 256, 8, 2))
 
 
 def test_auto_rules_cover_every_length():

@@ -1,0 +1,182 @@
+// cluster_row.cu: one row per thread-block cluster, held in registers; no
+// persistent loop.  Many small blocks share each SM, so that one row's loads
+// overlap another's reduction and stores: the variant for rows that fit on
+// chip when there are few of them per SM (few rows, or rows whose clusters
+// would leave SMs idle in single_read's persistent grid).  quack's softmax
+// has this structure.
+//
+// Block b of a cluster of CR_CLUSTER holds slice b of the row's 16-byte
+// vectors (ceil(vecs / CR_CLUSTER) of them), CR_VPT per thread, vector
+// v0 + t + j * CR_THREADS for thread t (a warp's lanes hold consecutive
+// vectors, as store4_warp needs):
+//   1. all of the thread's vectors loaded at once (evict-first: read once);
+//   2. the thread's max, then its sum of e^(x - max); block 0 adds the
+//      scalar head and tail; the block's (max, sum) merged (block_merge);
+//   3. the pair published in shared memory, the cluster barrier, every
+//      block merging the cluster's pairs in the same order (cluster_merge:
+//      distributed shared memory), so every block gets bitwise the same
+//      (M, S) and the output is bitwise the same on every run;
+//   4. y = e^(x - M) / S (or (x - M) - log S) from the registers, 16-byte
+//      stores at any alignment of float y (store4_warp).
+// The second half of the cluster barrier waits at the end of the row, so
+// that no block leaves (or publishes its next row's pair) while a peer may
+// still read its pair.
+//
+// Elements: float32, float16 or bfloat16 (SOFTMAX_DTYPE), softmax or
+// log_softmax (SOFTMAX_LOG), and the backward ops (SOFTMAX_BACKWARD: y and
+// dy of a row held, the dot merged over the cluster, dx written; y and dy
+// each read once): elements.cuh.
+// Launch: a 1-D grid of CR_CLUSTER x (rows, or fewer) blocks of CR_THREADS;
+// cluster g takes rows g, g + G, ... for G clusters.  The launch rule
+// (softmax_lab/variants.py, cluster_row_plan) makes CR_CLUSTER x CR_THREADS x
+// CR_VPT hold the longest body a row of n elements can have; the kernel traps
+// on a row it cannot hold rather than leave part of it unwritten.
+#include "cluster.cuh"
+#include "elements.cuh"
+
+#ifndef CR_CLUSTER
+#define CR_CLUSTER 1
+#endif
+#ifndef CR_THREADS
+#define CR_THREADS 256
+#endif
+#ifndef CR_VPT  // 16-byte vectors per thread (of each array in the backward)
+#define CR_VPT 8
+#endif
+#ifndef CR_LOAD  // the loads' L2 policy
+#define CR_LOAD (SOFTMAX_BACKWARD ? LOAD_KEEP : LOAD_STREAM)
+#endif
+#ifndef CR_STORE  // the output stores' L2 policy: 0 evict-first (.cs), 1 evict-last
+#define CR_STORE SOFTMAX_BACKWARD
+#endif
+// float32 softmax keeps e = e^(x - m_t) in place of x (one exponential per element).
+#define CR_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
+#ifndef CR_BLOCKS_PER_SM  // __launch_bounds__: the register budget ptxas is held to
+#define CR_BLOCKS_PER_SM 2
+#endif
+static_assert(CR_CLUSTER >= 1 && CR_CLUSTER <= 16 && (CR_CLUSTER & (CR_CLUSTER - 1)) == 0,
+              "a power-of-two cluster of at most 16 blocks (the butterfly merge)");
+static_assert(CR_THREADS % 32 == 0 && CR_THREADS >= 32 && CR_THREADS <= 1024, "whole warps, at most 1024");
+static_assert(CR_VPT >= 1 && CR_BLOCKS_PER_SM >= 1, "positive sizes");
+
+// Vector j of this thread's slice [v0, ...).
+__device__ __forceinline__ i64 slice_vec(i64 v0, int j) { return v0 + threadIdx.x + (i64)j * CR_THREADS; }
+
+extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
+#if CR_CLUSTER > 1
+    __cluster_dims__(CR_CLUSTER, 1, 1)
+#endif
+#if SOFTMAX_BACKWARD
+        cluster_row(const elem_t* __restrict__ x, const elem_t* __restrict__ dy, elem_t* __restrict__ y, i64 rows,
+                    i64 n, i64 ld_x, i64 ld_dy, i64 ld_y) {
+    __shared__ float scratch[32];
+    __shared__ float published;
+#else
+        cluster_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
+    __shared__ MaxSum scratch[32];
+    __shared__ MaxSum published;
+#endif
+    const unsigned rank = cluster_rank<CR_CLUSTER>();
+    const i64 clusters = gridDim.x / CR_CLUSTER;
+    for (i64 row = blockIdx.x / CR_CLUSTER; row < rows; row += clusters) {
+        const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
+        const i64 per_block = (r.vecs + CR_CLUSTER - 1) / CR_CLUSTER;
+        if (per_block > (i64)CR_THREADS * CR_VPT) __trap();  // the launch rule's invariant
+        const i64 v0 = min((i64)rank * per_block, r.vecs), v1 = min(v0 + per_block, r.vecs);
+        const auto in = body_in(r);
+        // This thread's vectors in the slice: j < mine (an int compare, not a 64-bit one per vector).
+        const int mine = (int)min((i64)CR_VPT, max((i64)0, (v1 - v0 - (i64)threadIdx.x + CR_THREADS - 1) / CR_THREADS));
+        const auto in_slice = [&](int j) { return j < mine; };
+        raw_t raw[CR_VPT];
+#if SOFTMAX_BACKWARD
+        const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
+        decltype(widen_raw(raw[0])) grad[CR_VPT];
+#endif
+#pragma unroll
+        for (int j = 0; j < CR_VPT; ++j) {
+            raw[j] = raw_t{};
+#if SOFTMAX_BACKWARD
+            grad[j] = {};
+#endif
+            if (in_slice(j)) {
+                raw[j] = load_raw<CR_LOAD>(in, slice_vec(v0, j));
+#if SOFTMAX_BACKWARD
+                grad[j] = load_grad_vec(r, g, slice_vec(v0, j));
+#endif
+            }
+        }
+#if SOFTMAX_BACKWARD
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < CR_VPT; ++j)
+            if (in_slice(j)) acc += vec_dot(widen_raw(raw[j]), grad[j]);
+        if (rank == 0)
+            for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) {
+                const i64 i = scalar_index(r, k);
+                acc += dot_term(load_scalar(r, i), to_float(g.g[i]));
+            }
+        const float block = block_sum(acc, scratch);
+#elif CR_IN_PLACE
+        // float32 softmax: e = e^(x - m_t) replaces x in the registers (one
+        // exponential per element); y = e * (e^(m_t - M) / S) below.
+        MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
+#pragma unroll
+        for (int j = 0; j < CR_VPT; ++j)
+            if (in_slice(j)) acc.max = fmaxf(acc.max, vec_max(raw[j]));
+        float scalar = SOFTMAX_NEG_INF;  // block 0: thread t's scalar (head or tail) element, if any
+        if (rank == 0 && threadIdx.x < scalar_count(r)) scalar = load_scalar(r, scalar_index(r, threadIdx.x));
+        acc.max = fmaxf(acc.max, scalar);
+        const float base = exp_base(acc.max);
+#pragma unroll
+        for (int j = 0; j < CR_VPT; ++j) {
+            raw[j] = vec_exp(raw[j], base);
+            if (in_slice(j)) acc.sum += vec_sum(raw[j]);
+        }
+        scalar = exp_approx(scalar - base);
+        acc.sum += scalar;
+        const MaxSum block = block_merge(acc, scratch);
+#else
+        MaxSum acc = held_max_sum(raw, in_slice);
+        if (rank == 0)
+            for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) online_add1(acc, load_scalar(r, scalar_index(r, k)));
+        const MaxSum block = block_merge(acc, scratch);
+#endif
+        if (threadIdx.x == 0) published = block;
+        if constexpr (CR_CLUSTER > 1) {
+            cluster_arrive<CR_CLUSTER>();
+            cluster_wait<CR_CLUSTER>();
+        } else {
+            __syncthreads();
+        }
+#if SOFTMAX_BACKWARD
+        const float dot = cluster_sum<CR_CLUSTER>(&published);
+        cluster_arrive<CR_CLUSTER>();  // this block is done with its peers' dots
+#pragma unroll
+        for (int j = 0; j < CR_VPT; ++j) {
+            const i64 v = slice_vec(v0, j);
+            store_chunk_vec<CR_STORE>(r, v, vec_grad(widen_raw(raw[j]), grad[j], dot), v < v1);
+        }
+        if (rank == 0)
+            for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) {
+                const i64 i = scalar_index(r, k);
+                r.y[i] = from_float<elem_t>(grad_out(load_scalar(r, i), to_float(g.g[i]), dot));
+            }
+#else
+        const MaxSum total = cluster_merge<CR_CLUSTER>(&published);
+        cluster_arrive<CR_CLUSTER>();  // this block is done with its peers' pairs
+#if CR_IN_PLACE
+        // m_t = -inf (all of this thread's elements -inf): e^(m_t - M) is 0, or
+        // NaN when the whole row is -inf, as torch.
+        const float scale = exp_approx(acc.max - total.max) * (1.f / total.sum);
+        store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, [&](float4 e) { return mul4(e, scale); });
+        if (rank == 0 && threadIdx.x < scalar_count(r)) r.y[scalar_index(r, threadIdx.x)] = scalar * scale;
+#else
+        const RowOutput f = row_output(total.max, total.sum);
+        store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, f);
+        write_span(r, 0, 0, rank == 0, f);  // the scalar head and tail
+#endif
+#endif
+        if constexpr (CR_CLUSTER > 1) cluster_wait<CR_CLUSTER>();
+        else __syncthreads();  // `published` is read before the next row's is written
+    }
+}
