@@ -186,17 +186,23 @@ __device__ __forceinline__ float load_scalar(const RowSpanOf<T>& r, i64 i) {
 // x's alignment, else element by element.
 __device__ __forceinline__ void store_out(const RowSpan& r, i64 v, float4 val) { store4(r, v, val); }
 
+// One 16-byte store of 8 halves to an aligned address: evict-last or evict-first
+// (common.cuh's store_vec for 4 floats).
+template <bool EVICT_LAST>
+__device__ __forceinline__ void store_vec(void* p, uint4 w) {
+    if (EVICT_LAST)
+        asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(w.x), "r"(w.y),
+                     "r"(w.z), "r"(w.w), "l"(l2_evict_last())
+                     : "memory");
+    else
+        __stcs(reinterpret_cast<uint4*>(p), w);
+}
+
 template <bool EVICT_LAST = false, typename H>
 __device__ __forceinline__ void store_out(const RowSpanOf<H>& r, i64 v, const Floats8& val) {
     H* p = r.y + r.head + 8 * v;
     if (r.y_shift == 0) {
-        const uint4 w = narrow8<H>(val);
-        if (EVICT_LAST)
-            asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(w.x), "r"(w.y),
-                         "r"(w.z), "r"(w.w), "l"(l2_evict_last())
-                         : "memory");
-        else
-            __stcs(reinterpret_cast<uint4*>(p), w);
+        store_vec<EVICT_LAST>(p, narrow8<H>(val));
     } else {
 #pragma unroll
         for (int c = 0; c < 8; ++c) p[c] = from_float<H>(val.v[c]);

@@ -217,11 +217,7 @@ __device__ __forceinline__ float load_cs(const bf16_bits* p) { return to_float(b
 // One evict-last 16-byte store to an aligned address.
 __device__ __forceinline__ void store_aligned(float* p, float4 v) { store_vec<true>(p, v); }
 
-__device__ __forceinline__ void store_aligned(void* p, uint4 v) {
-    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(v.x), "r"(v.y),
-                 "r"(v.z), "r"(v.w), "l"(l2_evict_last())
-                 : "memory");
-}
+__device__ __forceinline__ void store_aligned(void* p, uint4 v) { store_vec<true>(p, v); }
 
 // The next lane's vector (what store_shifted needs of it: 3 floats, or all 8 halves).
 __device__ __forceinline__ float4 shfl_next(float4 val) {

@@ -582,6 +582,7 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #      per thread; __launch_bounds__ for as many blocks per SM (up to
 #      CR_MAX_BLOCKS_PER_SM) as CR_REGISTERS_PER_VECTOR x vpt + CR_OTHER_REGISTERS allow.
 CR_THREADS = 256
+CR_THREAD_CHOICES = (CR_THREADS, 2 * CR_THREADS)  # twice the threads where 16 standard blocks do not hold the row
 CR_MAX_VPT = {(1, 4): 13, (1, 2): 13, (2, 4): 12, (2, 2): 8}  # (arrays, element size) -> vectors per thread (128 registers at most)
 CR_REGISTERS_PER_VECTOR = {(1, 4): 4, (1, 2): 4, (2, 4): 8, (2, 2): 12}  # halves' dy held widened
 CR_OTHER_REGISTERS = {1: 32, 2: 24}  # by arrays; ptxas (NVRTC 12.9) without spills: forward 13 vectors at 88-96, 10 at 72,
@@ -621,12 +622,12 @@ def cluster_row_blocks_per_sm(threads: int, vpt: int, arrays: int, itemsize: int
 
 
 def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE,
-                     arrays: int = 1, threads: int = CR_THREADS) -> RowClusterPlan | None:
+                     arrays: int = 1) -> RowClusterPlan | None:
     """cluster_row's plan (the rule above), or None where no cluster holds the row."""
     if dev.compute_capability < 90:
         return None
     vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
-    for threads in (threads, 2 * threads):  # twice the threads where the largest cluster does not hold the row
+    for threads in CR_THREAD_CHOICES:
         most = threads * CR_MAX_VPT[arrays, itemsize]
         cluster = next((c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and -(-vecs // c) <= most), None)
         if cluster is not None:
@@ -640,9 +641,9 @@ def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: 
 
 
 def _cluster_row_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
-    """The longest row cluster_row holds: the largest cluster of full blocks of twice CR_THREADS."""
+    """The longest row cluster_row holds: the largest cluster of full blocks of its most threads."""
     arrays = 2 if op in BACKWARD_OPS else 1
-    return MAX_CLUSTER * 2 * CR_THREADS * CR_MAX_VPT[arrays, DTYPES[dtype]] * VECTOR_BYTES // DTYPES[dtype]
+    return MAX_CLUSTER * max(CR_THREAD_CHOICES) * CR_MAX_VPT[arrays, DTYPES[dtype]] * VECTOR_BYTES // DTYPES[dtype]
 
 
 def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | None = None) -> Launcher:
