@@ -73,20 +73,13 @@ __device__ __forceinline__ unsigned peer_addr(const void* local) {
     return remote;
 }
 
-// Every thread gets the merge of the CLUSTER pairs published at `local` in
-// the blocks of its cluster: lane l reads block l % CLUSTER's pair through
-// distributed shared memory, then a butterfly over CLUSTER lanes merges them
-// in the same order in every block (bitwise the same result everywhere).
+// The merge of lane l's pair with the other lanes' (lane l holding block l %
+// CLUSTER's pair) by a butterfly over CLUSTER lanes: the same order in every
+// block, so bitwise the same result everywhere.
 template <int CLUSTER>
-__device__ __forceinline__ MaxSum cluster_merge(const MaxSum* local) {
+__device__ __forceinline__ MaxSum butterfly(MaxSum total) {
     static_assert(CLUSTER >= 1 && CLUSTER <= 16 && (CLUSTER & (CLUSTER - 1)) == 0,
                   "the butterfly needs a power-of-two cluster of at most 16 blocks");
-    MaxSum total;
-    if constexpr (CLUSTER > 1) {
-        asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(total.max), "=f"(total.sum) : "r"(peer_addr<CLUSTER>(local)) : "memory");
-    } else {
-        total = *local;
-    }
 #pragma unroll
     for (int o = CLUSTER / 2; o > 0; o >>= 1) {
         MaxSum other = {__shfl_xor_sync(0xffffffffu, total.max, o), __shfl_xor_sync(0xffffffffu, total.sum, o)};
@@ -95,20 +88,40 @@ __device__ __forceinline__ MaxSum cluster_merge(const MaxSum* local) {
     return total;
 }
 
+// The same for a float sum (the backward's dot).
+template <int CLUSTER>
+__device__ __forceinline__ float butterfly(float total) {
+    static_assert(CLUSTER >= 1 && CLUSTER <= 16 && (CLUSTER & (CLUSTER - 1)) == 0,
+                  "the butterfly needs a power-of-two cluster of at most 16 blocks");
+#pragma unroll
+    for (int o = CLUSTER / 2; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+    return total;
+}
+
+// Every thread gets the merge of the CLUSTER pairs published at `local` in
+// the blocks of its cluster: lane l reads block l % CLUSTER's pair through
+// distributed shared memory, then the butterfly.
+template <int CLUSTER>
+__device__ __forceinline__ MaxSum cluster_merge(const MaxSum* local) {
+    MaxSum total;
+    if constexpr (CLUSTER > 1) {
+        asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(total.max), "=f"(total.sum) : "r"(peer_addr<CLUSTER>(local)) : "memory");
+    } else {
+        total = *local;
+    }
+    return butterfly<CLUSTER>(total);
+}
+
 // cluster_merge for a float sum (the backward's dot): the same order everywhere.
 template <int CLUSTER>
 __device__ __forceinline__ float cluster_sum(const float* local) {
-    static_assert(CLUSTER >= 1 && CLUSTER <= 16 && (CLUSTER & (CLUSTER - 1)) == 0,
-                  "the butterfly needs a power-of-two cluster of at most 16 blocks");
     float total;
     if constexpr (CLUSTER > 1) {
         asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(total) : "r"(peer_addr<CLUSTER>(local)) : "memory");
     } else {
         total = *local;
     }
-#pragma unroll
-    for (int o = CLUSTER / 2; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
-    return total;
+    return butterfly<CLUSTER>(total);
 }
 
 // The cluster barrier in two halves, so that work can go on between them.

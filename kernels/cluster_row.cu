@@ -9,8 +9,10 @@
 // vectors (ceil(vecs / CR_CLUSTER) of them), CR_VPT per thread, vector
 // v0 + t + j * CR_THREADS for thread t (a warp's lanes hold consecutive
 // vectors, as store4_warp needs):
-//   1. all of the thread's vectors loaded at once (CR_LOAD: evict-first
-//      forward, read once; evict-last backward, measured 2-5 % faster);
+//   1. all of the thread's vectors loaded at once (load_held: one base
+//      address, the vectors past the slice padded so that no reduction
+//      needs a predicate; CR_LOAD: evict-first forward, read once;
+//      evict-last backward, measured 2-5 % faster);
 //   2. the thread's max, then its sum of e^(x - max); block 0 adds the
 //      scalar head and tail; the block's (max, sum) merged (block_merge);
 //   3. the pair published in shared memory, the cluster barrier, every
@@ -19,19 +21,30 @@
 //      (M, S) and the output is bitwise the same on every run;
 //   4. y = e^(x - M) / S (or (x - M) - log S) from the registers, 16-byte
 //      stores at any alignment of float y (store4_warp).
-// The second half of the cluster barrier waits at the end of the row, so
-// that no block leaves (or publishes its next row's pair) while a peer may
-// still read its pair.
+// The second half of the cluster barrier waits at the end, so that no block
+// leaves while a peer may still read its pair.
+// H200, 2026-12-01 (.probe/cr4.py, ÷ a copy): the padded loads took 4096 x
+// 151936 at 8 x 256 x 19 from 1.86 to 1.20 (ncu had shown quack's same
+// block shape at twice the bandwidth, and the SASS issued the loads seven at
+// a time), 132 x 151936 from 1.46 to 1.23.  Pushing the pairs instead
+// (st.async into every block's slot, completing its mbarrier: quack's
+// scheme) measured 1.04 and 1.08 there, but made an illegal address under
+// compute-sanitizer's synccheck (notes/TUNING.md), so it is not built.
 //
 // Elements: float32, float16 or bfloat16 (SOFTMAX_DTYPE), softmax or
 // log_softmax (SOFTMAX_LOG), and the backward ops (SOFTMAX_BACKWARD: y and
 // dy of a row held, the dot merged over the cluster, dx written; y and dy
 // each read once): elements.cuh.
-// Launch: a 1-D grid of CR_CLUSTER x (rows, or fewer) blocks of CR_THREADS;
-// cluster g takes rows g, g + G, ... for G clusters.  The launch rule
-// (softmax_lab/variants.py, cluster_row_plan) makes CR_CLUSTER x CR_THREADS x
-// CR_VPT hold the longest body a row of n elements can have; the kernel traps
-// on a row it cannot hold rather than leave part of it unwritten.
+// Launch: a grid of CR_CLUSTER x R by ceil(rows / R) blocks of CR_THREADS
+// (R rows a grid line, as many as a grid's x dimension takes); each cluster
+// takes one row, cluster g of line l row l R + g.  No loop over rows: a row's
+// indices and pointers then need not stay live across the row, which frees
+// the registers that let four blocks of ten vectors per thread share an SM
+// (ptxas: 64 registers without spills, against 4 bytes spilled with a
+// loop).  The launch rule (softmax_lab/variants.py, cluster_row_plan)
+// makes CR_CLUSTER x CR_THREADS x CR_VPT hold the longest body a row of n
+// elements can have; the kernel traps on a row it cannot hold rather than
+// leave part of it unwritten.
 #include "cluster.cuh"
 #include "elements.cuh"
 
@@ -42,7 +55,7 @@
 #define CR_THREADS 256
 #endif
 #ifndef CR_VPT  // 16-byte vectors per thread (of each array in the backward)
-#define CR_VPT 8
+#define CR_VPT 6
 #endif
 #ifndef CR_LOAD  // the loads' L2 policy
 #define CR_LOAD (SOFTMAX_BACKWARD ? LOAD_KEEP : LOAD_STREAM)
@@ -70,110 +83,94 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
 #if SOFTMAX_BACKWARD
         cluster_row(const elem_t* __restrict__ x, const elem_t* __restrict__ dy, elem_t* __restrict__ y, i64 rows,
                     i64 n, i64 ld_x, i64 ld_dy, i64 ld_y) {
-    __shared__ float scratch[32];
-    __shared__ float published;
+    typedef float Exchanged;  // a block's share of the dot
 #else
         cluster_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
-    __shared__ MaxSum scratch[32];
-    __shared__ MaxSum published;
+    typedef MaxSum Exchanged;  // a block's (max, sum)
 #endif
+    __shared__ Exchanged scratch[32];
+    __shared__ Exchanged published;
     const unsigned rank = cluster_rank<CR_CLUSTER>();
-    const i64 clusters = gridDim.x / CR_CLUSTER;
-    for (i64 row = blockIdx.x / CR_CLUSTER; row < rows; row += clusters) {
-        const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
-        const i64 per_block = (r.vecs + CR_CLUSTER - 1) / CR_CLUSTER;
-        if (per_block > (i64)CR_THREADS * CR_VPT) __trap();  // the launch rule's invariant
-        const i64 v0 = min((i64)rank * per_block, r.vecs), v1 = min(v0 + per_block, r.vecs);
-        const auto in = body_in(r);
-        // This thread's vectors in the slice: j < mine (an int compare, not a 64-bit one per vector).
-        const int mine = (int)min((i64)CR_VPT, max((i64)0, (v1 - v0 - (i64)threadIdx.x + CR_THREADS - 1) / CR_THREADS));
-        const auto in_slice = [&](int j) { return j < mine; };
-        raw_t raw[CR_VPT];
+    const i64 row = blockIdx.x / CR_CLUSTER + (i64)blockIdx.y * (gridDim.x / CR_CLUSTER);
+    if (row >= rows) return;  // the last grid line's spare clusters (every block of a cluster alike)
+    const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
+    const i64 per_block = (r.vecs + CR_CLUSTER - 1) / CR_CLUSTER;
+    if (per_block > (i64)CR_THREADS * CR_VPT) __trap();  // the launch rule's invariant
+    const i64 v0 = min((i64)rank * per_block, r.vecs), v1 = min(v0 + per_block, r.vecs);
+    const auto in = body_in(r);
+    // This thread's vectors in the slice: the first `mine`; the rest padded
+    // with elements no reduction notices (-inf forward, zeros backward).
+    const int mine = (int)min((i64)CR_VPT, max((i64)0, (v1 - v0 - (i64)threadIdx.x + CR_THREADS - 1) / CR_THREADS));
+    raw_t raw[CR_VPT];
 #if SOFTMAX_BACKWARD
-        const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
-        decltype(widen_raw(raw[0])) grad[CR_VPT];
-#endif
+    const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
+    decltype(widen_raw(raw[0])) grad[CR_VPT];
+    load_held<CR_LOAD, CR_THREADS>(raw, in, v0 + threadIdx.x, mine, raw_t{});
+    load_held_grads<CR_THREADS>(grad, r, g, v0 + threadIdx.x, mine);
+    float acc = 0.f;
 #pragma unroll
-        for (int j = 0; j < CR_VPT; ++j) {
-            raw[j] = raw_t{};
-#if SOFTMAX_BACKWARD
-            grad[j] = {};
-#endif
-            if (in_slice(j)) {
-                raw[j] = load_raw<CR_LOAD>(in, slice_vec(v0, j));
-#if SOFTMAX_BACKWARD
-                grad[j] = load_grad_vec(r, g, slice_vec(v0, j));
-#endif
-            }
+    for (int j = 0; j < CR_VPT; ++j) acc += vec_dot(widen_raw(raw[j]), grad[j]);
+    if (rank == 0)
+        for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) {
+            const i64 i = scalar_index(r, k);
+            acc += dot_term(load_scalar(r, i), to_float(g.g[i]));
         }
-#if SOFTMAX_BACKWARD
-        float acc = 0.f;
-#pragma unroll
-        for (int j = 0; j < CR_VPT; ++j)
-            if (in_slice(j)) acc += vec_dot(widen_raw(raw[j]), grad[j]);
-        if (rank == 0)
-            for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) {
-                const i64 i = scalar_index(r, k);
-                acc += dot_term(load_scalar(r, i), to_float(g.g[i]));
-            }
-        const float block = block_sum(acc, scratch);
-#elif CR_IN_PLACE
-        // float32 softmax: e = e^(x - m_t) replaces x in the registers (one
-        // exponential per element); y = e * (e^(m_t - M) / S) below.
-        MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
-#pragma unroll
-        for (int j = 0; j < CR_VPT; ++j)
-            if (in_slice(j)) acc.max = fmaxf(acc.max, vec_max(raw[j]));
-        float scalar = SOFTMAX_NEG_INF;  // block 0: thread t's scalar (head or tail) element, if any
-        if (rank == 0 && threadIdx.x < scalar_count(r)) scalar = load_scalar(r, scalar_index(r, threadIdx.x));
-        acc.max = fmaxf(acc.max, scalar);
-        const float base = exp_base(acc.max);
-#pragma unroll
-        for (int j = 0; j < CR_VPT; ++j) {
-            raw[j] = vec_exp(raw[j], base);
-            if (in_slice(j)) acc.sum += vec_sum(raw[j]);
-        }
-        scalar = exp_approx(scalar - base);
-        acc.sum += scalar;
-        const MaxSum block = block_merge(acc, scratch);
+    const float block = block_sum(acc, scratch);
 #else
-        MaxSum acc = held_max_sum(raw, in_slice);
-        if (rank == 0)
-            for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) online_add1(acc, load_scalar(r, scalar_index(r, k)));
-        const MaxSum block = block_merge(acc, scratch);
-#endif
-        if (threadIdx.x == 0) published = block;
-        if constexpr (CR_CLUSTER > 1) {
-            cluster_arrive<CR_CLUSTER>();
-            cluster_wait<CR_CLUSTER>();
-        } else {
-            __syncthreads();
-        }
-#if SOFTMAX_BACKWARD
-        const float dot = cluster_sum<CR_CLUSTER>(&published);
-        cluster_arrive<CR_CLUSTER>();  // this block is done with its peers' dots
-#pragma unroll
-        for (int j = 0; j < CR_VPT; ++j) {
-            const i64 v = slice_vec(v0, j);
-            store_chunk_vec<CR_STORE>(r, v, vec_grad(widen_raw(raw[j]), grad[j], dot), v < v1);
-        }
-        grad_span(r, g, 0, 0, rank == 0, dot);  // the scalar head and tail
-#else
-        const MaxSum total = cluster_merge<CR_CLUSTER>(&published);
-        cluster_arrive<CR_CLUSTER>();  // this block is done with its peers' pairs
+    load_held<CR_LOAD, CR_THREADS>(raw, in, v0 + threadIdx.x, mine, raw_neg_inf());
 #if CR_IN_PLACE
-        // m_t = -inf (all of this thread's elements -inf): e^(m_t - M) is 0, or
-        // NaN when the whole row is -inf, as torch.
-        const float scale = exp_approx(acc.max - total.max) * (1.f / total.sum);
-        store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, [&](float4 e) { return mul4(e, scale); });
-        if (rank == 0 && threadIdx.x < scalar_count(r)) r.y[scalar_index(r, threadIdx.x)] = scalar * scale;
-#else
-        const RowOutput f = row_output(total.max, total.sum);
-        store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, f);
-        write_span(r, 0, 0, rank == 0, f);  // the scalar head and tail
-#endif
-#endif
-        if constexpr (CR_CLUSTER > 1) cluster_wait<CR_CLUSTER>();
-        else __syncthreads();  // `published` is read before the next row's is written
+    // float32 softmax: e = e^(x - m_t) replaces x in the registers (one
+    // exponential per element); y = e * (e^(m_t - M) / S) below.
+    MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
+#pragma unroll
+    for (int j = 0; j < CR_VPT; ++j) acc.max = fmaxf(acc.max, vec_max(raw[j]));
+    float scalar = SOFTMAX_NEG_INF;  // block 0: thread t's scalar (head or tail) element, if any
+    if (rank == 0 && threadIdx.x < scalar_count(r)) scalar = load_scalar(r, scalar_index(r, threadIdx.x));
+    acc.max = fmaxf(acc.max, scalar);
+    const float base = exp_base(acc.max);
+#pragma unroll
+    for (int j = 0; j < CR_VPT; ++j) {
+        raw[j] = vec_exp(raw[j], base);
+        acc.sum += vec_sum(raw[j]);
     }
+    scalar = exp_approx(scalar - base);
+    acc.sum += scalar;
+    const MaxSum block = block_merge(acc, scratch);
+#else
+    MaxSum acc = held_max_sum(raw, [](int) { return true; });
+    if (rank == 0)
+        for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) online_add1(acc, load_scalar(r, scalar_index(r, k)));
+    const MaxSum block = block_merge(acc, scratch);
+#endif
+#endif
+    if (threadIdx.x == 0) published = block;
+    cluster_sync<CR_CLUSTER>();  // every block's value published
+#if SOFTMAX_BACKWARD
+    const Exchanged total = cluster_sum<CR_CLUSTER>(&published);
+#else
+    const Exchanged total = cluster_merge<CR_CLUSTER>(&published);
+#endif
+    cluster_arrive<CR_CLUSTER>();  // this block is done with its peers' values
+#if SOFTMAX_BACKWARD
+    const float dot = total;
+#pragma unroll
+    for (int j = 0; j < CR_VPT; ++j) {
+        const i64 v = slice_vec(v0, j);
+        store_chunk_vec<CR_STORE>(r, v, vec_grad(widen_raw(raw[j]), grad[j], dot), v < v1);
+    }
+    grad_span(r, g, 0, 0, rank == 0, dot);  // the scalar head and tail
+#else
+#if CR_IN_PLACE
+    // m_t = -inf (all of this thread's elements -inf): e^(m_t - M) is 0, or
+    // NaN when the whole row is -inf, as torch.
+    const float scale = exp_approx(acc.max - total.max) * (1.f / total.sum);
+    store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, [&](float4 e) { return mul4(e, scale); });
+    if (rank == 0 && threadIdx.x < scalar_count(r)) r.y[scalar_index(r, threadIdx.x)] = scalar * scale;
+#else
+    const RowOutput f = row_output(total.max, total.sum);
+    store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, f);
+    write_span(r, 0, 0, rank == 0, f);  // the scalar head and tail
+#endif
+#endif
+    cluster_wait<CR_CLUSTER>();  // no block leaves while a peer may read its value
 }

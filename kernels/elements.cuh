@@ -275,12 +275,38 @@ __device__ __forceinline__ MaxSum online_span(const RowSpanOf<T>& r, i64 v0, i64
 // multi_block_l2 and cluster_row load a thread's vectors into registers as
 // they are (raw_t: 4 floats, or 8 halves in a uint4) and widen them where
 // they are used.
+// Padding past a thread's vectors, which no reduction notices: -inf elements
+// (raw_neg_inf) forward, zeros backward.
 #if SOFTMAX_DTYPE == 0
 typedef float4 raw_t;
 __device__ __forceinline__ float4 widen_raw(float4 v) { return v; }
+__device__ __forceinline__ float4 raw_neg_inf() { return neg_inf4(); }
 #else
 typedef uint4 raw_t;
 __device__ __forceinline__ Floats8 widen_raw(uint4 v) { return widen8<elem_t>(v); }
+#define NEG_INF_PAIR (SOFTMAX_DTYPE == 1 ? 0xfc00fc00u : 0xff80ff80u)  // two halves of -inf
+__device__ __forceinline__ uint4 raw_neg_inf() { return make_uint4(NEG_INF_PAIR, NEG_INF_PAIR, NEG_INF_PAIR, NEG_INF_PAIR); }
+
+// The max of 8 packed halves, exactly, by half2 maxima (as fmaxf, a NaN is
+// ignored); the halves are not widened, so this pass needs no extra registers.
+__device__ __forceinline__ unsigned max2(unsigned a, unsigned b) {
+    unsigned d;
+#if SOFTMAX_DTYPE == 1
+    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+    return d;
+}
+
+// The running max of a thread's halves stays packed (a half2 max per word, half
+// an instruction per element) and is widened once.
+__device__ __forceinline__ unsigned max_into(unsigned pair, uint4 raw) {
+    return max2(pair, max2(max2(raw.x, raw.y), max2(raw.z, raw.w)));
+}
+__device__ __forceinline__ float pair_max(unsigned m) {
+    return fmaxf(to_float(elem_t{(unsigned short)(m & 0xffffu)}), to_float(elem_t{(unsigned short)(m >> 16)}));
+}
 #endif
 
 // 16-byte loads with the L2 evict-last policy.
@@ -314,6 +340,30 @@ __device__ __forceinline__ uint4 load_raw(HalfVecs<H> in, i64 v) {
     return POLICY == LOAD_STREAM ? __ldcs(in.p + v) : POLICY == LOAD_KEEP ? load_evict_last(in.p + v) : __ldg(in.p + v);
 }
 
+// The body vectors in from `first` on, a thread's run of them: in + first for a
+// float body, HalfVecs shifted alike for halves.
+__device__ __forceinline__ const float4* vecs_from(const float4* in, i64 first) { return in + first; }
+
+template <typename H>
+__device__ __forceinline__ HalfVecs<H> vecs_from(HalfVecs<H> in, i64 first) {
+    return {in.p + first};
+}
+
+// A thread's held vectors: raw[j] = body vector first + j * STRIDE for j <
+// count, `pad` beyond, from one base address at immediate offsets.  Padding
+// that the reductions ignore lets them run without a predicate per vector:
+// with one (j < count) held from each load to its use, ptxas ran out of
+// predicate registers and issued the loads in groups of at most seven, each
+// group waited on before the next was issued (SASS of cluster_row, H200,
+// 2026-12-01: 19 loads a thread at half the bandwidth of quack's same block
+// shape).
+template <int POLICY, int STRIDE, int V, typename In>
+__device__ __forceinline__ void load_held(raw_t (&raw)[V], In in, i64 first, int count, raw_t pad) {
+    const auto run = vecs_from(in, first);
+#pragma unroll
+    for (int j = 0; j < V; ++j) raw[j] = j < count ? load_raw<POLICY>(run, j * STRIDE) : pad;
+}
+
 // Output vector v, valid or not.  Every lane of a warp calls it, with the
 // warp's lanes holding consecutive vectors: float bodies at any alignment of y
 // keep 16-byte stores (store4_warp); half bodies misaligned with y are stored
@@ -330,24 +380,26 @@ __device__ __forceinline__ void store_chunk_vec(const RowSpanOf<H>& r, i64 v, co
 }
 
 // This thread's (max, sum of e^(x - max)) over its held vectors j where
-// in_row(j).  Floats: the max, then one sum (no rescaling as the max grows);
-// halves: online, each vector widened once (fewer registers).
+// in_row(j): the max, then one sum (no rescaling as the max grows); halves
+// take the max packed (max_into) and widen each vector once, for the sum.
 template <int V, typename InRow>
 __device__ __forceinline__ MaxSum held_max_sum(const raw_t (&raw)[V], InRow in_row) {
     MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
 #if SOFTMAX_DTYPE == 0
 #pragma unroll
     for (int j = 0; j < V; ++j)
-        if (in_row(j)) acc.max = fmaxf(acc.max, vec_max(widen_raw(raw[j])));
+        if (in_row(j)) acc.max = fmaxf(acc.max, vec_max(raw[j]));
+#else
+    unsigned max_pair = NEG_INF_PAIR;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+        if (in_row(j)) max_pair = max_into(max_pair, raw[j]);
+    acc.max = pair_max(max_pair);
+#endif
     const float base = exp_base(acc.max);
 #pragma unroll
     for (int j = 0; j < V; ++j)
         if (in_row(j)) acc.sum += vec_exp_sum(widen_raw(raw[j]), base);
-#else
-#pragma unroll
-    for (int j = 0; j < V; ++j)
-        if (in_row(j)) online_add_vec(acc, widen_raw(raw[j]));
-#endif
     return acc;
 }
 
@@ -395,6 +447,15 @@ __device__ __forceinline__ Floats8 load_grad_vec(const RowSpanOf<H>& r, GradRow<
 #pragma unroll
     for (int c = 0; c < 8; ++c) f.v[c] = to_float(p[c]);
     return f;
+}
+
+// load_held for dy: grad[j] = dy's body vector first + j * STRIDE for j < count, zero beyond.
+template <int STRIDE, int V, typename T, typename G>
+__device__ __forceinline__ void load_held_grads(G (&grad)[V], const RowSpanOf<T>& r, GradRow<T> g, i64 first,
+                                                int count) {
+    const GradRow<T> run = {g.g + RowSpanOf<T>::VEC * first, g.g_shift};
+#pragma unroll
+    for (int j = 0; j < V; ++j) grad[j] = j < count ? load_grad_vec(r, run, (i64)j * STRIDE) : G{};
 }
 
 // One element's share of the row's dot.

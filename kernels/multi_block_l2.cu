@@ -136,33 +136,30 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
             const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
             const i64 v0 = c * MBL2_CHUNK, v1 = min(v0 + MBL2_CHUNK, r.vecs);
             const auto in = body_in(r);
+            // This thread's vectors of the chunk: the first `mine`; the rest
+            // padded with elements no reduction notices (load_held).
+            const int mine = (int)min((i64)MBL2_VPT, max((i64)0, (v1 - v0 - (i64)threadIdx.x + MBL2_THREADS - 1) / MBL2_THREADS));
+            const i64 first = v0 + threadIdx.x;
             raw_t raw[MBL2_VPT];
 #if SOFTMAX_BACKWARD
             const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
             decltype(widen_raw(raw[0])) grad[MBL2_VPT];
+            const raw_t pad = raw_t{};
+#else
+            const raw_t pad = raw_neg_inf();
 #endif
-#pragma unroll
-            for (int j = 0; j < MBL2_VPT; ++j) {
-                const i64 v = chunk_vec(v0, j);
-                raw[j] = raw_t{};
-#if SOFTMAX_BACKWARD
-                grad[j] = {};
-#endif
-                if (v < v1) {
-                    raw[j] = again ? load_raw<LOAD_STREAM>(in, v) : load_raw<MBL2_FIRST_READ>(in, v);
-#if SOFTMAX_BACKWARD
-                    if (!again) grad[j] = load_grad_vec(r, g, v);  // write items load dy after the wait (registers)
-#endif
-                }
-            }
+            if (again)
+                load_held<LOAD_STREAM, MBL2_THREADS>(raw, in, first, mine, pad);
+            else
+                load_held<MBL2_FIRST_READ, MBL2_THREADS>(raw, in, first, mine, pad);
             if (!again) {
 #if SOFTMAX_BACKWARD
+                load_held_grads<MBL2_THREADS>(grad, r, g, first, mine);  // write items load dy after the wait (registers)
                 Partial acc = no_partial();
 #pragma unroll
-                for (int j = 0; j < MBL2_VPT; ++j)
-                    if (chunk_vec(v0, j) < v1) acc = combine(acc, vec_dot(widen_raw(raw[j]), grad[j]));
+                for (int j = 0; j < MBL2_VPT; ++j) acc = combine(acc, vec_dot(widen_raw(raw[j]), grad[j]));
 #else
-                Partial acc = held_max_sum(raw, [&](int j) { return chunk_vec(v0, j) < v1; });
+                Partial acc = held_max_sum(raw, [](int) { return true; });
 #endif
                 if (c == 0) {
                     for (i64 k = threadIdx.x; k < scalar_count(r); k += MBL2_THREADS) {
@@ -179,9 +176,7 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
             } else {
                 const Partial total = row_total(slots + row * chunks, chunks, scratch);
 #if SOFTMAX_BACKWARD
-#pragma unroll
-                for (int j = 0; j < MBL2_VPT; ++j)
-                    if (chunk_vec(v0, j) < v1) grad[j] = load_grad_vec(r, g, chunk_vec(v0, j));
+                load_held_grads<MBL2_THREADS>(grad, r, g, first, mine);
 #pragma unroll
                 for (int j = 0; j < MBL2_VPT; ++j) {
                     const i64 v = chunk_vec(v0, j);

@@ -113,37 +113,11 @@ static_assert(!SR_WIDE || SR_VPT <= 12, "wide: at most 12 vectors (96 registers)
 
 #if SOFTMAX_DTYPE == 0
 typedef float4 vec_t;  // a 16-byte vector as loaded and stored
-__device__ __forceinline__ float4 empty_vec() { return neg_inf4(); }
 __device__ __forceinline__ float4 widen(float4 v) { return v; }
 __device__ __forceinline__ float4 narrow(float4 v) { return v; }
 #else
 typedef uint4 vec_t;
-#define SR_NEG_INF_PAIR (SOFTMAX_DTYPE == 1 ? 0xfc00fc00u : 0xff80ff80u)  // two halves of -inf
-__device__ __forceinline__ uint4 empty_vec() {
-    return make_uint4(SR_NEG_INF_PAIR, SR_NEG_INF_PAIR, SR_NEG_INF_PAIR, SR_NEG_INF_PAIR);
-}
 __device__ __forceinline__ Floats8 widen(uint4 raw) { return widen8<elem_t>(raw); }
-
-// The max of 8 packed halves, exactly, by half2 maxima (as fmaxf, a NaN is
-// ignored); the halves are not widened, so this pass needs no extra registers.
-__device__ __forceinline__ unsigned max2(unsigned a, unsigned b) {
-    unsigned d;
-#if SOFTMAX_DTYPE == 1
-    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#else
-    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-    return d;
-}
-
-// The running max of a thread's halves stays packed (a half2 max per word, half
-// an instruction per element) and is widened once.
-__device__ __forceinline__ unsigned max_into(unsigned pair, uint4 raw) {
-    return max2(pair, max2(max2(raw.x, raw.y), max2(raw.z, raw.w)));
-}
-__device__ __forceinline__ float pair_max(unsigned m) {
-    return fmaxf(to_float(elem_t{(unsigned short)(m & 0xffffu)}), to_float(elem_t{(unsigned short)(m >> 16)}));
-}
 __device__ __forceinline__ uint4 narrow(const Floats8& f) { return narrow8<elem_t>(f); }
 #endif
 
@@ -392,12 +366,12 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // spilled 16-48 bytes at 128 registers.
         vec_t raw[SR_VPT];
 #if SR_PACKED_MAX
-        unsigned max_pair = SR_NEG_INF_PAIR;
+        unsigned max_pair = NEG_INF_PAIR;
 #endif
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
-            raw[k] = j < s.vecs ? buf[j] : empty_vec();
+            raw[k] = j < s.vecs ? buf[j] : raw_neg_inf();
 #if SR_PACKED_MAX
             max_pair = max_into(max_pair, raw[k]);
 #endif
@@ -517,12 +491,12 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         const vec_t* in = body_vecs(r);
         reg_t v[SR_WARP_VPT];
 #if SR_PACKED_MAX
-        unsigned max_pair = SR_NEG_INF_PAIR;
+        unsigned max_pair = NEG_INF_PAIR;
 #endif
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = lane + 32 * k;
-            const vec_t raw = j < r.vecs ? load_evict_last(in + j) : empty_vec();
+            const vec_t raw = j < r.vecs ? load_evict_last(in + j) : raw_neg_inf();
 #if SR_PACKED_MAX
             max_pair = max_into(max_pair, raw);
 #endif

@@ -185,7 +185,8 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
 # spills (ptxas, NVRTC 12.9).
 MBL2_SHAPES = {  # (forward or backward, element size) -> (threads, vpt, blocks per SM)
     ("forward", 4): (256, 8, 4),  # 1024 x 1048576: 1.29 x copy (512 x 4 x 2: 1.66; 256 x 12 x 3: 1.36)
-    ("forward", 2): (256, 16, 2),  # 256 x 8 x 4 spills 36 bytes for halves
+    ("forward", 2): (256, 8, 4),  # 256 x 16 x 2 spilled on sm_80 once the loads were padded (bf16 1M and
+                                  # 4M columns 1.55 and 1.60 x copy with this shape, H200 2026-12-01)
     ("backward", 4): (256, 4, 3),  # y and dy: 4096 x 393216 softmax backward 1.32 x the floor
     ("backward", 2): (256, 4, 3),
 }
@@ -572,22 +573,42 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 # two or more blocks share an SM, so one row's loads overlap another's
 # reduction and stores (quack's structure).  Its plan, for `rows` rows of
 # `vecs` 16-byte vectors (of each array):
-#   1. CR_THREADS threads, at most CR_MAX_VPT vectors per thread: what two
-#      blocks per SM hold in registers (128 each, ptxas without spills);
+#   1. block shape: the first of CR_BLOCK_SHAPES (threads, most vectors per
+#      thread) whose cluster of 16 holds the row: 256 threads of at most 13
+#      vectors (three or more blocks per SM) first; then 256 of at most 24
+#      (two blocks per SM fill the register file, where 512 threads of 12 would
+#      take one block and half of it); then 512 of 13;
 #   2. cluster: the smallest power of two whose slice ceil(vecs / c) fits a
-#      block (twice the threads where 16 blocks do not hold the row); while
-#      the clusters are fewer than the SMs (rows x c < SMs), doubled, as long
-#      as each thread keeps a vector, so that every SM works;
+#      block; while the clusters are fewer than the SMs (rows x c < SMs),
+#      doubled, as long as each thread keeps a vector, so that every SM works;
 #   3. vpt = ceil(slice / threads), which fills the block to within one vector
 #      per thread; __launch_bounds__ for as many blocks per SM (up to
-#      CR_MAX_BLOCKS_PER_SM) as CR_REGISTERS_PER_VECTOR x vpt + CR_OTHER_REGISTERS allow.
-CR_THREADS = 256
-CR_THREAD_CHOICES = (CR_THREADS, 2 * CR_THREADS)  # twice the threads where 16 standard blocks do not hold the row
-CR_MAX_VPT = {(1, 4): 13, (1, 2): 13, (2, 4): 12, (2, 2): 8}  # (arrays, element size) -> vectors per thread (128 registers at most)
+#      CR_MAX_BLOCKS_PER_SM) as the register model allows:
+#      CR_REGISTERS_PER_VECTOR x vpt + CR_OTHER_REGISTERS, at least
+#      CR_MIN_REGISTERS, rounded up to 8 (tests/test_loader.py compiles the
+#      plans of a grid of shapes and checks ptxas spills nothing).
+CR_BLOCK_SHAPES = {  # (arrays, element size) -> (threads, most vectors per thread), in order of preference
+    (1, 4): ((256, 13), (256, 24), (512, 13)),
+    (1, 2): ((256, 13), (256, 24), (512, 13)),
+    (2, 4): ((256, 12), (512, 12)),
+    (2, 2): ((256, 6), (512, 6)),
+}
 CR_REGISTERS_PER_VECTOR = {(1, 4): 4, (1, 2): 4, (2, 4): 8, (2, 2): 12}  # halves' dy held widened
-CR_OTHER_REGISTERS = {1: 32, 2: 24}  # by arrays; ptxas (NVRTC 12.9) without spills: forward 13 vectors at 88-96, 10 at 72,
-CR_MIN_REGISTERS = 56  # 8 at 64; backward 12 at 120; small blocks need 56 (48 spilled)
+# ptxas (NVRTC 12.9, sm_90), the most registers a plan used
+# without spills: float forward 4 v + 22 (10 vectors 62, 13 vectors 74, 24
+# vectors 122 at two blocks); halves' forward 4 v + 32 (bfloat16 log_softmax:
+# 9 vectors spill at 64); float backward 8 v + 24 (softmax), + 32 (log_softmax: 5
+# vectors spill at 64); halves' backward 12 v + 40 (4 vectors spill at 80, 7
+# at 128); at least 32 registers forward, 48 backward (one float
+# log_softmax vector spilled at 40); 8 more for a cluster of one block (13
+# float vectors spilled at 80, 4 of bfloat16 log_softmax at 48).
+# benchmarks/cluster_row_registers.py compiles every block shape and vector count at the
+# model's blocks per SM for clusters of 1 and 16, every dtype and op.
+CR_OTHER_REGISTERS = {(1, 4): 24, (1, 2): 32, (2, 4): 32, (2, 2): 40}
+CR_MIN_REGISTERS = {1: 32, 2: 48}  # by arrays
+CR_ONE_BLOCK_REGISTERS = 8
 CR_MAX_BLOCKS_PER_SM = 8
+MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535  # CUDA's limits on a grid's x and y dimensions
 
 
 @dataclass(frozen=True)
@@ -615,8 +636,9 @@ class RowClusterPlan:
         return f"{self.cluster}x{self.threads}x{self.vpt}x{self.blocks_per_sm}"
 
 
-def cluster_row_blocks_per_sm(threads: int, vpt: int, arrays: int, itemsize: int) -> int:
-    registers = max(CR_MIN_REGISTERS, CR_REGISTERS_PER_VECTOR[arrays, itemsize] * vpt + CR_OTHER_REGISTERS[arrays])
+def cluster_row_blocks_per_sm(threads: int, vpt: int, arrays: int, itemsize: int, cluster: int) -> int:
+    registers = CR_REGISTERS_PER_VECTOR[arrays, itemsize] * vpt + CR_OTHER_REGISTERS[arrays, itemsize]
+    registers = max(CR_MIN_REGISTERS[arrays], registers + (CR_ONE_BLOCK_REGISTERS if cluster == 1 else 0))
     registers = -(-registers // 8) * 8
     return max(1, min(CR_MAX_BLOCKS_PER_SM, REGISTERS_PER_SM // (threads * registers)))
 
@@ -627,9 +649,8 @@ def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: 
     if dev.compute_capability < 90:
         return None
     vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
-    for threads in CR_THREAD_CHOICES:
-        most = threads * CR_MAX_VPT[arrays, itemsize]
-        cluster = next((c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and -(-vecs // c) <= most), None)
+    for threads, most_vpt in CR_BLOCK_SHAPES[arrays, itemsize]:
+        cluster = next((c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and -(-vecs // c) <= threads * most_vpt), None)
         if cluster is not None:
             break
     else:
@@ -637,13 +658,14 @@ def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: 
     while rows * cluster < dev.sm_count and 2 * cluster <= MAX_CLUSTER and vecs // (2 * cluster) >= threads:
         cluster *= 2
     vpt = -(-(-(-vecs // cluster)) // threads)
-    return RowClusterPlan(cluster, threads, vpt, cluster_row_blocks_per_sm(threads, vpt, arrays, itemsize))
+    return RowClusterPlan(cluster, threads, vpt, cluster_row_blocks_per_sm(threads, vpt, arrays, itemsize, cluster))
 
 
 def _cluster_row_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
-    """The longest row cluster_row holds: the largest cluster of full blocks of its most threads."""
+    """The longest row cluster_row holds: the largest cluster of its largest full blocks."""
     arrays = 2 if op in BACKWARD_OPS else 1
-    return MAX_CLUSTER * max(CR_THREAD_CHOICES) * CR_MAX_VPT[arrays, DTYPES[dtype]] * VECTOR_BYTES // DTYPES[dtype]
+    most = max(t * v for t, v in CR_BLOCK_SHAPES[arrays, DTYPES[dtype]])
+    return MAX_CLUSTER * most * VECTOR_BYTES // DTYPES[dtype]
 
 
 def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | None = None) -> Launcher:
@@ -659,8 +681,11 @@ def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | N
         raise CannotRun(f"variant 'cluster_row': {dev.name} cannot run {plan}: {e}") from e
     if resident < 1:
         raise CannotRun(f"variant 'cluster_row': no cluster of {plan} can be resident on {dev.name}")
-    return _cluster_launcher(lambda c, d: kernel, plan, shape, dev, min(shape.rows, (2**31 - 1) // plan.cluster),
-                             "cluster_row")
+    per_line = min(shape.rows, MAX_GRID_X // plan.cluster)  # rows of a grid line (a cluster each)
+    lines = -(-shape.rows // per_line)
+    if lines > MAX_GRID_Y:
+        raise CannotRun(f"variant 'cluster_row': {shape.rows} rows are more than a grid of {plan} takes")
+    return _cluster_launcher(lambda c, d: kernel, plan, shape, dev, per_line, "cluster_row", lines)
 
 
 # Rows of at most WARP_ROW_BYTES (WARP_ROW_COLS fp32 elements, twice as many
@@ -679,8 +704,9 @@ SINGLE_READ_CONFIGS = tuple(sorted({single_read_config(c, _H200, rows) for c in 
 
 
 def _cluster_launcher(make_kernel: Callable, config, shape: Shape, dev: DeviceInfo, groups: int | None,
-                      name: str) -> Launcher:
-    """A persistent launch of as many clusters as can be resident at once.  A
+                      name: str, lines: int = 1) -> Launcher:
+    """A persistent launch of as many clusters as can be resident at once
+    (`groups` clusters where given, `lines` grid lines of them).  A
     device that refuses the configuration (its cluster size, its shared memory,
     no cluster resident: a small part, a MIG slice, a busy device) is CannotRun,
     so that auto falls back to the next variant."""
@@ -691,7 +717,7 @@ def _cluster_launcher(make_kernel: Callable, config, shape: Shape, dev: DeviceIn
         raise CannotRun(f"variant {name!r}: {dev.name} cannot run {config}: {e}") from e
     if groups < 1:
         raise CannotRun(f"variant {name!r}: no cluster of {config} can be resident on {dev.name}")
-    function, grid, block, smem = kernel.kernel, (groups * config.cluster,), (config.threads,), config.smem_bytes
+    function, grid, block, smem = kernel.kernel, (groups * config.cluster, lines), (config.threads,), config.smem_bytes
     scalars = shape.scalars()
     if shape.backward:  # the kernel takes (y, dy, dx, rows, n, ld_y, ld_dy, ld_dx): (x, g, y, *scalars)
         def launch_backward(x: int, y: int, stream, g: int) -> None:
@@ -1007,8 +1033,9 @@ _ALL = (
         reads=1, writes=1, min_compute_capability=90,
         summary=("a cluster per row, the row in registers, several blocks per SM and no persistent loop, "
                  "combined through distributed shared memory"),
-        launch_rule=(f"{CR_THREADS} threads, at most {CR_MAX_VPT[1, 4]} vectors per thread; the smallest cluster "
-                     "that holds the row, doubled while clusters are fewer than SMs (cluster_row_plan)"),
+        launch_rule=("the first block shape of CR_BLOCK_SHAPES (threads, most vectors per thread) whose cluster of 16 "
+                     "holds the row; the smallest cluster that holds it, doubled while clusters are fewer than SMs; "
+                     "blocks per SM from the register model (cluster_row_plan)"),
         prepare_launch=_prepare_cluster_row,
         max_cols=_cluster_row_limit,
         ops=ALL_OPS,  # backward: y and dy of a row held, each read once
@@ -1106,29 +1133,33 @@ BACKWARD_AUTO_RULES = {
 FALLBACKS = ("two_pass", "multi_block")
 
 
-# Few rows: cluster_row before the rules above where its standard blocks
-# (CR_THREADS threads) hold the row, the row is longer than three_pass's
-# 16 KB, and there are at most CLUSTER_ROW_ROWS_PER_SM rows per SM:
-# single_read's persistent pipeline then runs few rounds, and its fill and
-# drain cost more than cluster_row's blocks, several to an SM (H200,
-# 2026-12-01, .probe runs, ÷ torch copy_: forward float32 at 132 rows
-# cluster_row 1.15-1.31 against single_read's 1.29-1.47 for 32000-151936
-# columns, 1.44 against 1.47 at 128256; at 264-528 rows single_read wins at
-# 65536 and 151936 (1.18-1.24 against 1.23-1.32); bf16 132 x 151936 1.25
-# against 1.35; float32 backward at 132-1056 rows of 65536 and 151936
-# 1.07-1.25 against 1.14-1.45, even at 4096 rows of 151936, behind at 4096
-# rows of 128256 and 196608.  Halves' backward in cluster_row ran 2.1-2.3, so
-# auto does not take it for them).
-CLUSTER_ROW_ROWS_PER_SM = {False: 1, True: 8}  # backward -> rows per SM
+# cluster_row before the rules above, for rows longer than three_pass's 16 KB
+# that its 256-thread blocks hold, when there are at most
+# CLUSTER_ROW_ROWS_PER_SM rows per SM (by direction and block shape: its
+# first, then its wide one).  H200, 2026-12-01 (.probe/cr4.py, ÷ torch
+# copy_, after the padded loads), cluster_row's plan against single_read,
+# float32 softmax: 132 rows of 32000-151936 columns 1.19-1.33 against
+# 1.39-1.61, 264-1056 rows of 32000-151936 1.21-1.28 against 1.15-1.23, 4096
+# x 100003 1.23 against 1.20; the wide blocks (256 threads of up to 24
+# vectors, two per SM) at 32 rows of 262144 and 393216 1.55 and 1.36 against
+# 1.82 and 1.64, at 132 rows 1.38 and 1.25 against 1.32 and 1.24; bf16 and
+# fp16 132 x 151936 1.31-1.34 against 1.45-1.48.  float32 backward at 132 and
+# 1056 rows of 151936 1.28 and 1.16 against 1.46 and 1.24 (single_read),
+# 4096 x 393216 1.25 against 1.31 (multi_block_l2).  Halves' backward in
+# cluster_row ran 1.6-2.5 (dy held widened: fewer vectors per thread), so
+# auto does not take it for them.
+CLUSTER_ROW_ROWS_PER_SM = {  # (backward, block shape: 0 first, 1 wide) -> rows per SM
+    (False, 0): 1, (False, 1): 0.5, (True, 0): 8, (True, 1): 8}
 
 
-def _few_rows_for_cluster_row(shape: Shape, dev: DeviceInfo) -> bool:
+def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
     if shape.cols * shape.itemsize <= 16384 or (shape.backward and shape.itemsize != ITEMSIZE):
         return False
-    if shape.rows > CLUSTER_ROW_ROWS_PER_SM[shape.backward] * dev.sm_count:
-        return False
-    plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, 2 if shape.backward else 1)
-    return plan is not None and plan.threads == CR_THREADS
+    arrays = 2 if shape.backward else 1
+    plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, arrays)
+    shapes = CR_BLOCK_SHAPES[arrays, shape.itemsize]
+    tier = next((i for i, (t, v) in enumerate(shapes) if plan is not None and plan.threads == t and plan.vpt <= v), None)
+    return tier is not None and tier < 2 and shape.rows <= CLUSTER_ROW_ROWS_PER_SM[shape.backward, tier] * dev.sm_count
 
 
 def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
@@ -1136,7 +1167,7 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     The api takes the first whose prepare() does not raise CannotRun."""
     rules = BACKWARD_AUTO_RULES if shape.backward else AUTO_RULES
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
-    if _few_rows_for_cluster_row(shape, dev) and "cluster_row" not in names:
+    if _cluster_row_first(shape, dev) and "cluster_row" not in names:
         names = ("cluster_row",) + names
     names = names + tuple(n for n in FALLBACKS if n not in names)
     return tuple(_REGISTRY[n] for n in names

@@ -32,10 +32,13 @@ def _cluster_row_plans():
     directions, with the dtype and op builds that auto launches them for."""
     found = {}  # one cluster size per block shape: the registers do not depend on it
     for dev in (H200, SMALL_HOPPER):
-        for cols in (4097, 8191, 20000, 32000, 50257, 65536, 100003, 128256, 151936, 196609, 262147, 393216):
+        for cols in (4097, 7000, 8191, 13000, 20000, 32000, 50257, 65536, 100003, 128256, 151936, 196609, 262147,
+                     300003, 393216, 400000):
             for rows in (1, 32, 132, 4096):
                 for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax"),
-                                  ("float32", "softmax_backward"), ("bfloat16", "log_softmax_backward")):
+                                  ("bfloat16", "log_softmax"),
+                                  ("float32", "softmax_backward"), ("float32", "log_softmax_backward"),
+                                  ("bfloat16", "log_softmax_backward")):
                     arrays = 2 if op in BACKWARD_OPS else 1
                     plan = V.cluster_row_plan(cols, dev, rows, DTYPES[dtype], arrays)
                     if plan is not None:

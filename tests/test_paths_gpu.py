@@ -87,6 +87,19 @@ def test_few_rows(rows, cols):
     _check_rows(y, x)
 
 
+@pytest.mark.parametrize("rows, cols, x_off, y_off", [(100, 70001, 1, 2), (37, 9000, 0, 3), (5, 151936, 3, 0)])
+def test_cluster_row_rows_over_several_grid_lines(monkeypatch, rows, cols, x_off, y_off):
+    """More rows than a grid line takes (MAX_GRID_X made small): every line's
+    rows written, the last line's spare clusters idle."""
+    _hopper()
+    plan = V.cluster_row_plan(cols, softmax_lab.device_info(), rows)
+    monkeypatch.setattr(V, "MAX_GRID_X", 3 * plan.cluster)  # 3 rows a line
+    x, y, yb = _views(rows, cols, x_off, y_off, seed=rows + cols)
+    _run("cluster_row", x, y, yb)
+    _check_rows(y, x)
+    assert bool(_cp().isnan(yb[:, :y_off]).all()), "wrote before the output view"
+
+
 @pytest.mark.parametrize("config", [(4, 128, 2, 3, 4), (2, 64, 0, 1, 1), (16, 96, 3, 2, 2), (1, 32, 1, 1, 4)])
 @pytest.mark.parametrize("x_off, y_off", [(0, 0), (1, 2), (3, 1)])
 def test_long_row_parts_at_every_alignment(config, x_off, y_off):

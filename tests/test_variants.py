@@ -163,19 +163,25 @@ def test_auto_rules(cols, on_h200, on_a100):
 def test_cluster_row_plans_hold_the_row_within_a_vector_per_thread(dev, itemsize, arrays):
     limit = V._cluster_row_limit(dev, "float32" if itemsize == 4 else "bfloat16",
                                  "softmax_backward" if arrays == 2 else "softmax")
-    for cols in (4097, 8191, 32000, 50257, 65536, 100003, 128256, 151936, 262147, 393216, limit, limit + 1):
+    for cols in (4097, 8191, 32000, 50257, 65536, 100003, 128256, 151936, 212993, 262147, 393216, 393217, limit,
+                 limit + 1):
         for rows in (1, 7, 132, 4096, 1 << 20):
             plan = V.cluster_row_plan(cols, dev, rows, itemsize, arrays)
             if cols > limit:
                 assert plan is None
                 continue
             vecs = -(-cols * itemsize // 16)
-            assert plan.cluster in (1, 2, 4, 8, 16) and plan.threads in (V.CR_THREADS, 2 * V.CR_THREADS)
-            assert plan.vpt <= V.CR_MAX_VPT[arrays, itemsize]
+            shapes = V.CR_BLOCK_SHAPES[arrays, itemsize]
+            assert plan.cluster in (1, 2, 4, 8, 16)
+            assert any(plan.threads == t and plan.vpt <= v for t, v in shapes)
+            # the first block shape whose cluster of 16 holds the row
+            t, v = next((t, v) for t, v in shapes if vecs <= 16 * t * v)
+            assert plan.threads == t and plan.vpt <= v
             per_block = -(-vecs // plan.cluster)
             assert plan.threads * (plan.vpt - 1) < per_block <= plan.threads * plan.vpt  # the block is filled
             budget = V.REGISTERS_PER_SM // (plan.threads * plan.blocks_per_sm)
-            assert V.CR_REGISTERS_PER_VECTOR[arrays, itemsize] * plan.vpt + V.CR_OTHER_REGISTERS[arrays] <= budget
+            registers = V.CR_REGISTERS_PER_VECTOR[arrays, itemsize] * plan.vpt + V.CR_OTHER_REGISTERS[arrays, itemsize]
+            assert registers + (V.CR_ONE_BLOCK_REGISTERS if plan.cluster == 1 else 0) <= budget
 
 
 def test_cluster_row_spreads_few_rows_over_every_sm():
@@ -189,12 +195,14 @@ def test_cluster_row_has_no_plan_before_hopper():
 
 
 @pytest.mark.parametrize("rows, cols, dtype, op, first", [
-    (132, 151936, "float32", "softmax", "cluster_row"),  # few rows
+    (132, 151936, "float32", "softmax", "cluster_row"),  # few rows: up to one per SM
     (32, 65536, "bfloat16", "log_softmax", "cluster_row"),
-    (133, 151936, "float32", "softmax", "single_read"),  # more rows than SMs
+    (133, 151936, "float32", "softmax", "single_read"),
     (4096, 151936, "float32", "softmax", "single_read"),
     (132, 4096, "float32", "softmax", "three_pass"),  # short rows keep their rules
-    (132, 393216, "float32", "softmax", "single_read"),  # past cluster_row's standard blocks
+    (66, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks: up to one row per two SMs
+    (67, 393216, "float32", "softmax", "single_read"),
+    (32, 425984, "float32", "softmax", "multi_block_l2"),  # 512-thread blocks: not first
     (1056, 151936, "float32", "softmax_backward", "cluster_row"),  # backward: up to 8 rows per SM
     (1057, 151936, "float32", "softmax_backward", "single_read"),
     (132, 151936, "bfloat16", "softmax_backward", "single_read"),  # halves' backward: not cluster_row
