@@ -73,28 +73,24 @@ __device__ __forceinline__ unsigned peer_addr(const void* local) {
     return remote;
 }
 
-// The merge of lane l's pair with the other lanes' (lane l holding block l %
-// CLUSTER's pair) by a butterfly over CLUSTER lanes: the same order in every
-// block, so bitwise the same result everywhere.
-template <int CLUSTER>
-__device__ __forceinline__ MaxSum butterfly(MaxSum total) {
-    static_assert(CLUSTER >= 1 && CLUSTER <= 16 && (CLUSTER & (CLUSTER - 1)) == 0,
-                  "the butterfly needs a power-of-two cluster of at most 16 blocks");
-#pragma unroll
-    for (int o = CLUSTER / 2; o > 0; o >>= 1) {
-        MaxSum other = {__shfl_xor_sync(0xffffffffu, total.max, o), __shfl_xor_sync(0xffffffffu, total.sum, o)};
-        total = merge(total, other);
-    }
-    return total;
+// One lane's value from lane (this lane ^ o), and two values combined: the
+// (max, sum) pairs merged, the backward's dots added.
+__device__ __forceinline__ MaxSum shfl_xor(MaxSum v, int o) {
+    return {__shfl_xor_sync(0xffffffffu, v.max, o), __shfl_xor_sync(0xffffffffu, v.sum, o)};
 }
+__device__ __forceinline__ float shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) { return merge(a, b); }
+__device__ __forceinline__ float combine(float a, float b) { return a + b; }
 
-// The same for a float sum (the backward's dot).
-template <int CLUSTER>
-__device__ __forceinline__ float butterfly(float total) {
+// The combination of lane l's value with the other lanes' (lane l holding
+// block l % CLUSTER's) by a butterfly over CLUSTER lanes: the same order in
+// every block, so bitwise the same result everywhere.
+template <int CLUSTER, typename T>
+__device__ __forceinline__ T butterfly(T total) {
     static_assert(CLUSTER >= 1 && CLUSTER <= 16 && (CLUSTER & (CLUSTER - 1)) == 0,
                   "the butterfly needs a power-of-two cluster of at most 16 blocks");
 #pragma unroll
-    for (int o = CLUSTER / 2; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+    for (int o = CLUSTER / 2; o > 0; o >>= 1) total = combine(total, shfl_xor(total, o));
     return total;
 }
 
