@@ -23,13 +23,14 @@
 //      stores at any alignment of float y (store4_warp).
 // The second half of the cluster barrier waits at the end, so that no block
 // leaves while a peer may still read its pair.
-// H200, 2026-12-01 (.probe/cr4.py, ÷ a copy): the padded loads took 4096 x
-// 151936 at 8 x 256 x 19 from 1.86 to 1.20 (ncu had shown quack's same
-// block shape at twice the bandwidth, and the SASS issued the loads seven at
-// a time), 132 x 151936 from 1.46 to 1.23.  Pushing the pairs instead
-// (st.async into every block's slot, completing its mbarrier: quack's
-// scheme) measured 1.04 and 1.08 there, but made an illegal address under
-// compute-sanitizer's synccheck (notes/TUNING.md), so it is not built.
+// H200, 2026-12-01 (notes/tune-runs/2026-12-01-cluster_row-*.txt, ÷ a
+// copy): the padded loads took 4096 x 151936 at 8 x 256 x 19 from 1.86 to
+// 1.20 (ncu had shown quack's same block shape at twice the bandwidth, and
+// the SASS issued the loads seven at a time), 132 x 151936 from 1.46 to
+// 1.23.  Pushing the pairs instead (st.async into every block's slot,
+// completing its mbarrier: quack's scheme) measured 1.04 and 1.07-1.08
+// there, but made an illegal address under compute-sanitizer's synccheck
+// (notes/TUNING.md), so it is not built.
 //
 // Elements: float32, float16 or bfloat16 (SOFTMAX_DTYPE), softmax or
 // log_softmax (SOFTMAX_LOG), and the backward ops (SOFTMAX_BACKWARD: y and

@@ -1136,7 +1136,8 @@ FALLBACKS = ("two_pass", "multi_block")
 # cluster_row before the rules above, for rows longer than three_pass's 16 KB
 # that its 256-thread blocks hold, when there are at most
 # CLUSTER_ROW_ROWS_PER_SM rows per SM (by direction and block shape: its
-# first, then its wide one).  H200, 2026-12-01 (.probe/cr4.py, ÷ torch
+# first, then its wide one).  H200, 2026-12-01
+# (notes/tune-runs/2026-12-01-cluster_row-published.txt, ÷ torch
 # copy_, after the padded loads), cluster_row's plan against single_read,
 # float32 softmax: 132 rows of 32000-151936 columns 1.19-1.33 against
 # 1.39-1.61, 264-1056 rows of 32000-151936 1.21-1.28 against 1.15-1.23, 4096
