@@ -101,13 +101,14 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     const auto in = body_in(r);
     // This thread's vectors in the slice: the first `mine`; the rest padded
     // with elements no reduction notices (-inf forward, zeros backward).
-    const int mine = (int)min((i64)CR_VPT, max((i64)0, (v1 - v0 - (i64)threadIdx.x + CR_THREADS - 1) / CR_THREADS));
+    const i64 first = v0 + threadIdx.x;  // this thread's first vector
+    const int mine = held_count<CR_THREADS, CR_VPT>(first, v1);
     raw_t raw[CR_VPT];
 #if SOFTMAX_BACKWARD
     const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
     decltype(widen_raw(raw[0])) grad[CR_VPT];
-    load_held<CR_LOAD, CR_THREADS>(raw, in, v0 + threadIdx.x, mine, raw_t{});
-    load_held_grads<CR_THREADS>(grad, r, g, v0 + threadIdx.x, mine);
+    load_held<CR_LOAD, CR_THREADS>(raw, in, first, mine, raw_t{});
+    load_held_grads<CR_THREADS>(grad, r, g, first, mine);
     float acc = 0.f;
 #pragma unroll
     for (int j = 0; j < CR_VPT; ++j) acc += vec_dot(widen_raw(raw[j]), grad[j]);
@@ -118,7 +119,7 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
         }
     const float block = block_sum(acc, scratch);
 #else
-    load_held<CR_LOAD, CR_THREADS>(raw, in, v0 + threadIdx.x, mine, raw_neg_inf());
+    load_held<CR_LOAD, CR_THREADS>(raw, in, first, mine, raw_neg_inf());
 #if CR_IN_PLACE
     // float32 softmax: e = e^(x - m_t) replaces x in the registers (one
     // exponential per element); y = e * (e^(m_t - M) / S) below.
@@ -138,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     acc.sum += scalar;
     const MaxSum block = block_merge(acc, scratch);
 #else
-    MaxSum acc = held_max_sum(raw, [](int) { return true; });
+    MaxSum acc = held_max_sum(raw);
     if (rank == 0)
         for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) online_add1(acc, load_scalar(r, scalar_index(r, k)));
     const MaxSum block = block_merge(acc, scratch);

@@ -357,6 +357,13 @@ __device__ __forceinline__ HalfVecs<H> vecs_from(HalfVecs<H> in, i64 first) {
 // group waited on before the next was issued (SASS of cluster_row, H200,
 // 2026-12-01: 19 loads a thread at half the bandwidth of quack's same block
 // shape).
+// How many of the vectors first, first + STRIDE, ... (V at most) lie below
+// end: a thread's run in [v0, end) starting at first = v0 + threadIdx.x.
+template <int STRIDE, int V>
+__device__ __forceinline__ int held_count(i64 first, i64 end) {
+    return (int)min((i64)V, max((i64)0, (end - first + STRIDE - 1) / STRIDE));
+}
+
 template <int POLICY, int STRIDE, int V, typename In>
 __device__ __forceinline__ void load_held(raw_t (&raw)[V], In in, i64 first, int count, raw_t pad) {
     const auto run = vecs_from(in, first);
@@ -379,27 +386,25 @@ __device__ __forceinline__ void store_chunk_vec(const RowSpanOf<H>& r, i64 v, co
     if (valid) store_out<EVICT_LAST>(r, v, val);
 }
 
-// This thread's (max, sum of e^(x - max)) over its held vectors j where
-// in_row(j): the max, then one sum (no rescaling as the max grows); halves
-// take the max packed (max_into) and widen each vector once, for the sum.
-template <int V, typename InRow>
-__device__ __forceinline__ MaxSum held_max_sum(const raw_t (&raw)[V], InRow in_row) {
+// This thread's (max, sum of e^(x - max)) over its held vectors (padded by
+// load_held with -inf past its run): the max, then one sum (no rescaling as
+// the max grows); halves take the max packed (max_into) and widen each
+// vector once, for the sum.
+template <int V>
+__device__ __forceinline__ MaxSum held_max_sum(const raw_t (&raw)[V]) {
     MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
 #if SOFTMAX_DTYPE == 0
 #pragma unroll
-    for (int j = 0; j < V; ++j)
-        if (in_row(j)) acc.max = fmaxf(acc.max, vec_max(raw[j]));
+    for (int j = 0; j < V; ++j) acc.max = fmaxf(acc.max, vec_max(raw[j]));
 #else
     unsigned max_pair = NEG_INF_PAIR;
 #pragma unroll
-    for (int j = 0; j < V; ++j)
-        if (in_row(j)) max_pair = max_into(max_pair, raw[j]);
+    for (int j = 0; j < V; ++j) max_pair = max_into(max_pair, raw[j]);
     acc.max = pair_max(max_pair);
 #endif
     const float base = exp_base(acc.max);
 #pragma unroll
-    for (int j = 0; j < V; ++j)
-        if (in_row(j)) acc.sum += vec_exp_sum(widen_raw(raw[j]), base);
+    for (int j = 0; j < V; ++j) acc.sum += vec_exp_sum(widen_raw(raw[j]), base);
     return acc;
 }
 

@@ -138,8 +138,8 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
             const auto in = body_in(r);
             // This thread's vectors of the chunk: the first `mine`; the rest
             // padded with elements no reduction notices (load_held).
-            const int mine = (int)min((i64)MBL2_VPT, max((i64)0, (v1 - v0 - (i64)threadIdx.x + MBL2_THREADS - 1) / MBL2_THREADS));
             const i64 first = v0 + threadIdx.x;
+            const int mine = held_count<MBL2_THREADS, MBL2_VPT>(first, v1);
             raw_t raw[MBL2_VPT];
 #if SOFTMAX_BACKWARD
             const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
@@ -159,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
 #pragma unroll
                 for (int j = 0; j < MBL2_VPT; ++j) acc = combine(acc, vec_dot(widen_raw(raw[j]), grad[j]));
 #else
-                Partial acc = held_max_sum(raw, [](int) { return true; });
+                Partial acc = held_max_sum(raw);
 #endif
                 if (c == 0) {
                     for (i64 k = threadIdx.x; k < scalar_count(r); k += MBL2_THREADS) {
