@@ -87,8 +87,8 @@ __device__ __forceinline__ float combine(float a, float b) { return a + b; }
 // every block, so bitwise the same result everywhere.
 template <int CLUSTER, typename T>
 __device__ __forceinline__ T butterfly(T total) {
-    static_assert(CLUSTER >= 1 && CLUSTER <= 16 && (CLUSTER & (CLUSTER - 1)) == 0,
-                  "the butterfly needs a power-of-two cluster of at most 16 blocks");
+    static_assert(CLUSTER >= 1 && CLUSTER <= 32 && (CLUSTER & (CLUSTER - 1)) == 0,
+                  "the butterfly needs a power-of-two number of lanes, at most 32");
 #pragma unroll
     for (int o = CLUSTER / 2; o > 0; o >>= 1) total = combine(total, shfl_xor(total, o));
     return total;
@@ -129,4 +129,81 @@ __device__ __forceinline__ void cluster_arrive() {
 template <int CLUSTER>
 __device__ __forceinline__ void cluster_wait() {
     if constexpr (CLUSTER > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// ------------------------------------------------------------ pushed exchange
+// Each warp's value exchanged by pushes (quack's scheme): lane l < CLUSTER of
+// warp w stores the warp's value into slot (rank, w) of block l with
+// st.async, which completes block l's mbarrier by its bytes; each block then
+// waits on its own mbarrier only and combines all CLUSTER x WARPS slots in
+// the same order.  No block-wide barrier, no cluster barrier between a
+// block's reduction and its output, and none at its end: a block's slots are
+// written only while it waits for them.  The mbarrier is initialised, and the
+// initialisation fenced for the cluster, before the cluster barrier's arrival
+// (exchange_open); a block pushes only after that barrier's wait.
+template <int CLUSTER, int WARPS, typename T>
+struct PushedExchange {
+    T slots[CLUSTER * WARPS];
+    unsigned long long full;
+};
+
+// Every thread of every block of the cluster calls it, once, early.
+// (A plain block, CLUSTER 1, has no cluster to push to: lane 0 of each warp
+// stores the warp's value, then the block's barrier.)
+template <int CLUSTER, int WARPS, typename T>
+__device__ __forceinline__ void exchange_open(PushedExchange<CLUSTER, WARPS, T>& ex) {
+    if constexpr (CLUSTER > 1) {
+        if (threadIdx.x == 0) {
+            mbar_init(&ex.full, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        cluster_arrive<CLUSTER>();
+    }
+}
+
+__device__ __forceinline__ void push_to(unsigned remote, unsigned remote_bar, MaxSum v) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(remote),
+                 "f"(v.max), "f"(v.sum), "r"(remote_bar)
+                 : "memory");
+}
+__device__ __forceinline__ void push_to(unsigned remote, unsigned remote_bar, float v) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(remote), "f"(v),
+                 "r"(remote_bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ MaxSum exchange_identity(MaxSum) { return {SOFTMAX_NEG_INF, 0.f}; }
+__device__ __forceinline__ float exchange_identity(float) { return 0.f; }
+
+// Every thread gets the combination of every thread's `value` over the
+// cluster: the warp's by a butterfly, then the cluster's warps' pushed
+// (above), every lane combining its share of the slots in a fixed order and
+// the warp a butterfly: the same order in every warp of every block, so
+// bitwise the same result everywhere.
+template <int CLUSTER, int WARPS, typename T>
+__device__ __forceinline__ T exchange(PushedExchange<CLUSTER, WARPS, T>& ex, T value, unsigned rank) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    value = butterfly<32>(value);
+    if constexpr (CLUSTER == 1) {
+        if (lane == 0) ex.slots[warp] = value;
+        __syncthreads();
+    } else {
+        cluster_wait<CLUSTER>();  // every block's barrier initialised
+        if (threadIdx.x == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&ex.full)),
+                         "r"((unsigned)(CLUSTER * WARPS * sizeof(T)))
+                         : "memory");
+        if (lane < CLUSTER) {
+            unsigned slot, bar;
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(slot) : "r"(smem_addr(&ex.slots[rank * WARPS + warp])), "r"(lane));
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(smem_addr(&ex.full)), "r"(lane));
+            push_to(slot, bar, value);
+        }
+        mbar_wait(&ex.full, 0);
+    }
+    T total = exchange_identity(value);
+#pragma unroll
+    for (int i = 0; i < CLUSTER * WARPS; i += 32)
+        if (i + lane < CLUSTER * WARPS) total = combine(total, ex.slots[i + lane]);
+    return butterfly<32>(total);
 }

@@ -14,23 +14,23 @@
 //      needs a predicate; CR_LOAD: evict-first forward, read once;
 //      evict-last backward, measured 2-5 % faster);
 //   2. the thread's max, then its sum of e^(x - max); block 0 adds the
-//      scalar head and tail; the block's (max, sum) merged (block_merge);
-//   3. the pair published in shared memory, the cluster barrier, every
-//      block merging the cluster's pairs in the same order (cluster_merge:
-//      distributed shared memory), so every block gets bitwise the same
-//      (M, S) and the output is bitwise the same on every run;
+//      scalar head and tail;
+//   3. the row's (M, S) by exchange (cluster.cuh): each warp's merged pair
+//      pushed into every block of the cluster with st.async, each block
+//      waiting on its own mbarrier and merging the cluster's pairs in the
+//      same order, so every block gets bitwise the same (M, S) and the
+//      output is bitwise the same on every run; no block-wide barrier and
+//      no cluster barrier after the reduction;
 //   4. y = e^(x - M) / S (or (x - M) - log S) from the registers, 16-byte
 //      stores at any alignment of float y (store4_warp).
-// The second half of the cluster barrier waits at the end, so that no block
-// leaves while a peer may still read its pair.
 // H200, 2026-12-01 (notes/tune-runs/2026-12-01-cluster_row-*.txt, ÷ a
 // copy): the padded loads took 4096 x 151936 at 8 x 256 x 19 from 1.86 to
 // 1.20 (ncu had shown quack's same block shape at twice the bandwidth, and
 // the SASS issued the loads seven at a time), 132 x 151936 from 1.46 to
-// 1.23.  Pushing the pairs instead (st.async into every block's slot,
-// completing its mbarrier: quack's scheme) measured 1.04 and 1.07-1.08
-// there, but made an illegal address under compute-sanitizer's synccheck
-// (notes/TUNING.md), so it is not built.
+// 1.23; the pushed exchange, against a pair published in shared memory and
+// read through distributed shared memory between two cluster barriers,
+// 1.14 against 1.24 there, 132 x 32000-393216 1.10-1.26 against 1.15-1.39
+// (notes/tune-runs/2026-12-01-cluster_row-grid.txt).
 //
 // Elements: float32, float16 or bfloat16 (SOFTMAX_DTYPE), softmax or
 // log_softmax (SOFTMAX_LOG), and the backward ops (SOFTMAX_BACKWARD: y and
@@ -84,16 +84,16 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
 #if SOFTMAX_BACKWARD
         cluster_row(const elem_t* __restrict__ x, const elem_t* __restrict__ dy, elem_t* __restrict__ y, i64 rows,
                     i64 n, i64 ld_x, i64 ld_dy, i64 ld_y) {
-    typedef float Exchanged;  // a block's share of the dot
+    typedef float Exchanged;  // a warp's share of the dot
 #else
         cluster_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
-    typedef MaxSum Exchanged;  // a block's (max, sum)
+    typedef MaxSum Exchanged;  // a warp's (max, sum)
 #endif
-    __shared__ Exchanged scratch[32];
-    __shared__ Exchanged published;
+    __shared__ PushedExchange<CR_CLUSTER, CR_THREADS / 32, Exchanged> ex;
     const unsigned rank = cluster_rank<CR_CLUSTER>();
     const i64 row = blockIdx.x / CR_CLUSTER + (i64)blockIdx.y * (gridDim.x / CR_CLUSTER);
     if (row >= rows) return;  // the last grid line's spare clusters (every block of a cluster alike)
+    exchange_open(ex);  // the cluster barrier's arrival: its wait comes before the pushes
     const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
     const i64 per_block = (r.vecs + CR_CLUSTER - 1) / CR_CLUSTER;
     if (per_block > (i64)CR_THREADS * CR_VPT) __trap();  // the launch rule's invariant
@@ -117,7 +117,6 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
             const i64 i = scalar_index(r, k);
             acc += dot_term(load_scalar(r, i), to_float(g.g[i]));
         }
-    const float block = block_sum(acc, scratch);
 #else
     load_held<CR_LOAD, CR_THREADS>(raw, in, first, mine, raw_neg_inf());
 #if CR_IN_PLACE
@@ -137,22 +136,13 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     }
     scalar = exp_approx(scalar - base);
     acc.sum += scalar;
-    const MaxSum block = block_merge(acc, scratch);
 #else
     MaxSum acc = held_max_sum(raw);
     if (rank == 0)
         for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) online_add1(acc, load_scalar(r, scalar_index(r, k)));
-    const MaxSum block = block_merge(acc, scratch);
 #endif
 #endif
-    if (threadIdx.x == 0) published = block;
-    cluster_sync<CR_CLUSTER>();  // every block's value published
-#if SOFTMAX_BACKWARD
-    const Exchanged total = cluster_sum<CR_CLUSTER>(&published);
-#else
-    const Exchanged total = cluster_merge<CR_CLUSTER>(&published);
-#endif
-    cluster_arrive<CR_CLUSTER>();  // this block is done with its peers' values
+    const Exchanged total = exchange(ex, acc, rank);  // the row's (max, sum) or dot, in every thread
 #if SOFTMAX_BACKWARD
     const float dot = total;
 #pragma unroll
@@ -174,5 +164,4 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     write_span(r, 0, 0, rank == 0, f);  // the scalar head and tail
 #endif
 #endif
-    cluster_wait<CR_CLUSTER>();  // no block leaves while a peer may read its value
 }
