@@ -1108,19 +1108,19 @@ AUTO_RULES = {
 # single_read (y and dy on chip, each read once) where they fit and dy shares
 # y's 16-byte alignment (else its prepare is CannotRun), then two_pass and
 # multi_block as for the forward.  (The 16 KB bound is the forward's, not yet
-# measured for the backward.)  Float rows past 768 KB (196608 elements, where
-# single_read holds y and dy only in clusters of 16) go to cluster_row up to
-# 1.5 MB, then multi_block_l2 (H200, 2026-12-01, ÷ the floor, .probe runs:
-# 4096 x 393216 softmax backward cluster_row 1.21-1.24, log 1.19, against
-# multi_block_l2's 1.33-1.40 and single_read's 1.35; 132 x 393216 1.17
-# against 1.30; but 4096 x 262144 1.43 against 1.33 and 4096 x 300003 1.41
-# against 1.39; past 1.5 MB multi_block_l2: 1024 x 1048576 1.57 against
-# multi_block's 1.67); halves keep multi_block (its 1.36 beat
+# measured for the backward.)  Float rows past 512 KB (131072 elements) go to
+# cluster_row up to 1.5 MB, then multi_block_l2 (H200, 2026-12-01, ÷ the
+# floor, with cluster_row's pushed exchange,
+# notes/tune-runs/2026-12-01-cluster_row-grid.txt: 4096 x 151936 log_softmax
+# backward 1.15 against single_read's 1.19, 4096 x 262144 softmax backward
+# 1.25 against multi_block_l2's 1.28, 4096 x 393216 1.15 against 1.30; past
+# 1.5 MB multi_block_l2: 1024 x 1048576 1.57 against multi_block's 1.67,
+# .probe runs); halves keep multi_block (its 1.36 beat
 # multi_block_l2's 1.6-1.7 at 2048 x 1048576 bf16 log_softmax backward).
 BACKWARD_AUTO_RULES = {
     4: ((16384, ("two_pass",)),
         (262144, ("single_read", "two_pass")),
-        (SINGLE_READ_FLOAT_ROW_BYTES // 2, ("single_read", "multi_block_l2")),
+        (524288, ("single_read", "multi_block_l2")),
         (SINGLE_READ_FLOAT_ROW_BYTES, ("cluster_row", "multi_block_l2")),
         (math.inf, ("multi_block_l2", "multi_block"))),
     2: ((16384, ("two_pass",)),
@@ -1134,23 +1134,33 @@ FALLBACKS = ("two_pass", "multi_block")
 
 
 # cluster_row before the rules above, for rows longer than three_pass's 16 KB
-# that its 256-thread blocks hold, when there are at most
-# CLUSTER_ROW_ROWS_PER_SM rows per SM (by direction and block shape: its
-# first, then its wide one).  H200, 2026-12-01
-# (notes/tune-runs/2026-12-01-cluster_row-published.txt, ÷ torch
-# copy_, after the padded loads), cluster_row's plan against single_read,
-# float32 softmax: 132 rows of 32000-151936 columns 1.19-1.33 against
-# 1.39-1.61, 264-1056 rows of 32000-151936 1.21-1.28 against 1.15-1.23, 4096
-# x 100003 1.23 against 1.20; the wide blocks (256 threads of up to 24
-# vectors, two per SM) at 32 rows of 262144 and 393216 1.55 and 1.36 against
-# 1.82 and 1.64, at 132 rows 1.38 and 1.25 against 1.32 and 1.24; bf16 and
-# fp16 132 x 151936 1.31-1.34 against 1.45-1.48.  float32 backward at 132 and
-# 1056 rows of 151936 1.28 and 1.16 against 1.46 and 1.24 (single_read),
-# 4096 x 393216 1.25 against 1.31 (multi_block_l2).  Halves' backward in
-# cluster_row ran 1.6-2.5 (dy held widened: fewer vectors per thread), so
-# auto does not take it for them.
-CLUSTER_ROW_ROWS_PER_SM = {  # (backward, block shape: 0 first, 1 wide) -> rows per SM
-    (False, 0): 1, (False, 1): 0.5, (True, 0): 8, (True, 1): 8}
+# that its 256-thread blocks hold (its first or its wide block shape): at
+# any number of rows where its plan takes clusters of at most
+# CLUSTER_ROW_ANY_ROWS_CLUSTER blocks; otherwise the forward ops while the
+# input is at most CLUSTER_ROW_BYTES_PER_SM per SM (a few waves of its
+# clusters), the float32 backward for up to CLUSTER_ROW_BACKWARD_ROWS_PER_SM
+# rows per SM.  H200, 2026-12-01, with the
+# pushed exchange (notes/tune-runs/2026-12-01-cluster_row-grid.txt, ÷ torch
+# copy_), cluster_row's plan against single_read, float32 softmax: 16 and
+# 132 rows of 20000-393216 columns 0.84-1.51 against 0.89-2.09 (132 rows:
+# 1.14-1.26 against 1.29-1.65); 528 rows (4 per SM) of 20000-100003 columns
+# (0.3-1.6 MB per SM) 1.03-1.18 against 1.18-1.32, of 128256 (2.0 MB) 1.21
+# both, of 151936 (2.4 MB) 1.18 against 1.16, of 262144 and 393216 1.27 and
+# 1.20 against 1.14 and 1.10; 4096 rows (4.8-12 MB per SM) 1.11-1.26 against
+# 1.06-1.25.  bf16 and fp16 4096 x 32000 (2.0 MB per SM) 1.10-1.12 against
+# 1.18.  float32 backward at 132 and 1056 rows of 65536-151936 1.06-1.37
+# against 1.09-1.46; at 4096 rows of 65536 1.05 against 1.04 (single_read).
+# Rows held by one or two blocks, at any number of rows (.probe short-row run,
+# same morning): fp32 4096 x 4097-16384 1.09-1.14 against three_pass's and
+# single_read's best 1.16-1.35, 16384 x 8192 1.08 against 1.11, 4096 x 20000
+# 1.13 against 1.16, bf16 4096 x 10000 and 8192 x 16000 1.13 and 1.09
+# against 1.22-1.23, fp32 softmax backward 8192 x 12000 1.01 against 1.08;
+# with clusters of 4 it lost at many rows (4096 x 32000 1.12 against 1.08).
+# Halves' backward in cluster_row ran 1.98-2.4 (dy held widened: fewer
+# vectors per thread), so auto does not take it for them.
+CLUSTER_ROW_ANY_ROWS_CLUSTER = 2
+CLUSTER_ROW_BYTES_PER_SM = 2 << 20
+CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 8
 
 
 def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
@@ -1159,8 +1169,13 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
     arrays = 2 if shape.backward else 1
     plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, arrays)
     shapes = CR_BLOCK_SHAPES[arrays, shape.itemsize]
-    tier = next((i for i, (t, v) in enumerate(shapes) if plan is not None and plan.threads == t and plan.vpt <= v), None)
-    return tier is not None and tier < 2 and shape.rows <= CLUSTER_ROW_ROWS_PER_SM[shape.backward, tier] * dev.sm_count
+    if plan is None or not any(plan.threads == t and plan.vpt <= v for t, v in shapes[:2]):
+        return False
+    if plan.cluster <= CLUSTER_ROW_ANY_ROWS_CLUSTER:
+        return True
+    if shape.backward:
+        return shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count
+    return shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_BYTES_PER_SM * dev.sm_count
 
 
 def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:

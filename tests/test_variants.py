@@ -144,7 +144,7 @@ def test_auto_never_fails_to_offer_a_variant():
     (1024, "single_read", "three_pass"),
     (1025, "three_pass", "three_pass"),
     (4096, "three_pass", "three_pass"),
-    (4097, "single_read", "two_pass"),
+    (4097, "cluster_row", "two_pass"),  # a row of one block (CLUSTER_ROW_ANY_ROWS_CLUSTER)
     (100003, "single_read", "multi_block_l2"),
     (393216, "single_read", "multi_block_l2"),
     (393217, "multi_block_l2", "multi_block_l2"),  # single_read would need clusters of 16 (notes/TUNING.md)
@@ -195,18 +195,26 @@ def test_cluster_row_has_no_plan_before_hopper():
 
 
 @pytest.mark.parametrize("rows, cols, dtype, op, first", [
-    (132, 151936, "float32", "softmax", "cluster_row"),  # few rows: up to one per SM
+    (132, 151936, "float32", "softmax", "cluster_row"),  # few rows: up to 2 MiB of input per SM
+    (455, 151936, "float32", "softmax", "cluster_row"),
+    (456, 151936, "float32", "softmax", "single_read"),
     (32, 65536, "bfloat16", "log_softmax", "cluster_row"),
-    (133, 151936, "float32", "softmax", "single_read"),
+    (4096, 32000, "bfloat16", "softmax", "cluster_row"),  # clusters of 2: any number of rows
+    (1 << 20, 4097, "float32", "softmax", "cluster_row"),
+    (8192, 12000, "float32", "softmax_backward", "cluster_row"),
+    (4096, 32000, "float32", "softmax", "single_read"),  # clusters of 4, 3.8 MiB per SM
+    (1024, 32000, "float32", "softmax", "cluster_row"),
     (4096, 151936, "float32", "softmax", "single_read"),
     (132, 4096, "float32", "softmax", "three_pass"),  # short rows keep their rules
-    (66, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks: up to one row per two SMs
-    (67, 393216, "float32", "softmax", "single_read"),
+    (132, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks too
+    (184, 393216, "float32", "softmax", "single_read"),
     (32, 425984, "float32", "softmax", "multi_block_l2"),  # 512-thread blocks: not first
-    (1056, 151936, "float32", "softmax_backward", "cluster_row"),  # backward: up to 8 rows per SM
-    (1057, 151936, "float32", "softmax_backward", "single_read"),
+    (1056, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: up to 8 rows per SM
+    (1057, 65536, "float32", "softmax_backward", "single_read"),
+    (4096, 131072, "float32", "softmax_backward", "single_read"),
+    (4096, 131073, "float32", "softmax_backward", "cluster_row"),  # float rows past 512 KB
     (132, 151936, "bfloat16", "softmax_backward", "single_read"),  # halves' backward: not cluster_row
-    (4096, 393216, "float32", "softmax_backward", "cluster_row"),  # past what single_read holds of y and dy
+    (4096, 393216, "float32", "softmax_backward", "cluster_row"),
     (4096, 393216, "float32", "log_softmax_backward", "cluster_row"),
     (4096, 393217, "float32", "softmax_backward", "multi_block_l2"),
 ])
