@@ -127,7 +127,7 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
     (2048, "single_read", "three_pass"),  # a warp per row: 4 KB
     (2049, "three_pass", "three_pass"),
     (8192, "three_pass", "three_pass"),
-    (8193, "single_read", "two_pass"),
+    (8193, "cluster_row", "two_pass"),  # a row of one cluster_row block, at any number of rows
     (100003, "single_read", "two_pass"),
     (393216, "single_read", "two_pass"),  # measured: two_pass before multi_block for halves
     (393217, "single_read", "multi_block"),
