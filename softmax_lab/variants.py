@@ -17,7 +17,9 @@ notes/TUNING.md says how they were measured.
 
 from __future__ import annotations
 
+import ctypes
 import math
+import threading
 import types
 from dataclasses import dataclass, field
 from collections.abc import Callable
@@ -95,6 +97,50 @@ def _ptr(p: int) -> np.uint64:
     return np.uint64(p)
 
 
+def _prepared_launcher(function, grid: tuple, block: tuple, scalars: tuple, backward: bool,
+                       smem: int = 0) -> Launcher:
+    """The launcher of one kernel that takes (x, y, *scalars), or for the
+    backward ops (x, g, y, *scalars), every argument 8 bytes: the arguments
+    laid out once, so that a call writes two or three pointers and launches
+    (cuLaunchKernel through cupy.cuda.driver.launchKernel) rather than have
+    CuPy pack every argument again.  A lock keeps concurrent calls from
+    different threads off each other's pointers until the launch has copied
+    them."""
+    pointers = 3 if backward else 2
+    values = (ctypes.c_int64 * (pointers + len(scalars)))(*([0] * pointers), *map(int, scalars))
+    base = ctypes.addressof(values)
+    params = (ctypes.c_void_p * len(values))(*(base + 8 * i for i in range(len(values))))
+    address = ctypes.addressof(params)
+    f = function.ptr
+    gx, gy, gz = (*grid, 1, 1)[:3]
+    bx, by, bz = (*block, 1, 1)[:3]
+    lock = threading.Lock()
+    launch_kernel, current_context = cupy.cuda.driver.launchKernel, cupy.cuda.driver.ctxGetCurrent
+
+    def bind_context() -> None:  # a new thread has no current context until the runtime binds one
+        if not current_context():
+            cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
+
+    if backward:
+        def launch_backward(x: int, y: int, stream, g: int) -> None:
+            bind_context()
+            with lock:
+                values[0], values[1], values[2] = x, g, y
+                launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream.ptr, address, 0)
+
+        launch_backward.keep = (values, params)  # the buffers live as long as the launcher
+        return launch_backward
+
+    def launch(x: int, y: int, stream) -> None:
+        bind_context()
+        with lock:
+            values[0], values[1] = x, y
+            launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream.ptr, address, 0)
+
+    launch.keep = (values, params)
+    return launch
+
+
 # ------------------------------------------------------------ one block per row
 # Threads per block by row length: (largest cols, threads).
 BLOCK_THREADS_BY_COLS = ((1024, 128), (4096, 256), (16384, 512), (math.inf, 1024))
@@ -109,18 +155,7 @@ def _prepare_block_per_row(entry: str, source: str):
         function = loader.get_kernel(source, entry, kernel_defines(shape.dtype, shape.op), device_id=dev.id).kernel
         grid = (min(shape.rows, 2**31 - 1),)  # blocks loop over rows beyond the grid
         block = (threads or _block_threads(shape.cols),)
-        scalars = shape.scalars()
-
-        if shape.backward:
-            def launch_backward(x: int, y: int, stream, g: int) -> None:
-                function(grid, block, (_ptr(x), _ptr(g), _ptr(y), *scalars), stream=stream)
-
-            return launch_backward
-
-        def launch(x: int, y: int, stream) -> None:
-            function(grid, block, (_ptr(x), _ptr(y), *scalars), stream=stream)
-
-        return launch
+        return _prepared_launcher(function, grid, block, shape.scalars(), shape.backward)
 
     return prepare
 
@@ -717,18 +752,9 @@ def _cluster_launcher(make_kernel: Callable, config, shape: Shape, dev: DeviceIn
         raise CannotRun(f"variant {name!r}: {dev.name} cannot run {config}: {e}") from e
     if groups < 1:
         raise CannotRun(f"variant {name!r}: no cluster of {config} can be resident on {dev.name}")
-    function, grid, block, smem = kernel.kernel, (groups * config.cluster, lines), (config.threads,), config.smem_bytes
-    scalars = shape.scalars()
-    if shape.backward:  # the kernel takes (y, dy, dx, rows, n, ld_y, ld_dy, ld_dx): (x, g, y, *scalars)
-        def launch_backward(x: int, y: int, stream, g: int) -> None:
-            function(grid, block, (_ptr(x), _ptr(g), _ptr(y), *scalars), shared_mem=smem, stream=stream)
-
-        return launch_backward
-
-    def launch(x: int, y: int, stream) -> None:
-        function(grid, block, (_ptr(x), _ptr(y), *scalars), shared_mem=smem, stream=stream)
-
-    return launch
+    # The backward kernels take (y, dy, dx, rows, n, ld_y, ld_dy, ld_dx): (x, g, y, *scalars).
+    return _prepared_launcher(kernel.kernel, (groups * config.cluster, lines), (config.threads,), shape.scalars(),
+                              shape.backward, config.smem_bytes)
 
 
 def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | None = None,
@@ -740,13 +766,7 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
         wide = {"SR_WIDE": 1} if holds_wide(shape.dtype, shape.op) else {}
         function = loader.get_kernel("single_read.cu", "single_read_warp",
                                      {"SR_WARP_VPT": WARP_ROW_VPT} | defines | wide, device_id=dev.id).kernel
-        grid = (min(shape.rows, 2**31 - 1),)
-        scalars = shape.scalars()
-
-        def launch_warp(x: int, y: int, stream) -> None:
-            function(grid, (32,), (_ptr(x), _ptr(y), *scalars), stream=stream)
-
-        return launch_warp
+        return _prepared_launcher(function, (min(shape.rows, 2**31 - 1),), (32,), shape.scalars(), False)
     config = config or single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     if config is None:
         raise CannotRun(f"variant 'single_read' holds rows of at most "
