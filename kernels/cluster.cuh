@@ -23,6 +23,12 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
     } while (!done);
 }
 
+// One arrival on the mbarrier, which then also waits for `bytes` of
+// asynchronous copies or stores to complete on it.
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+
 // An L2 cache policy that evicts these lines first (data read once).
 __device__ __forceinline__ unsigned long long l2_evict_first() {
     unsigned long long policy;
@@ -41,8 +47,7 @@ __device__ __forceinline__ void load_slice(void* dst, const void* src, i64 vecs,
         asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
         return;
     }
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-                 : "memory");
+    mbar_expect_tx(bar, bytes);
     asm volatile(
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
             smem_addr(dst)),
@@ -65,12 +70,17 @@ __device__ __forceinline__ void cluster_sync() {
         __syncthreads();
 }
 
-// Lane l's address of `local` in block l % CLUSTER of the cluster (distributed shared memory).
+// The address of `local` in block `block` of the cluster (distributed shared memory).
+__device__ __forceinline__ unsigned cluster_addr(const void* local, unsigned block) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(block));
+    return remote;
+}
+
+// Lane l's address of `local` in block l % CLUSTER of the cluster.
 template <int CLUSTER>
 __device__ __forceinline__ unsigned peer_addr(const void* local) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"((threadIdx.x & 31) % CLUSTER));
-    return remote;
+    return cluster_addr(local, (threadIdx.x & 31) % CLUSTER);
 }
 
 // One lane's value from lane (this lane ^ o), and two values combined: the
@@ -82,15 +92,17 @@ __device__ __forceinline__ float shfl_xor(float v, int o) { return __shfl_xor_sy
 __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) { return merge(a, b); }
 __device__ __forceinline__ float combine(float a, float b) { return a + b; }
 
-// The combination of lane l's value with the other lanes' (lane l holding
-// block l % CLUSTER's) by a butterfly over CLUSTER lanes: the same order in
-// every block, so bitwise the same result everywhere.
-template <int CLUSTER, typename T>
+// The combination of the LANES lanes' values by a butterfly (lane l holding,
+// for the cluster merges, block l % CLUSTER's): the same order of the same
+// values in every lane, so bitwise the same result in every lane, warp and
+// block.  (warp_merge and warp_sum in common.cuh are its 32-lane forms, kept
+// as they are so that the float32 builds keep their machine code.)
+template <int LANES, typename T>
 __device__ __forceinline__ T butterfly(T total) {
-    static_assert(CLUSTER >= 1 && CLUSTER <= 32 && (CLUSTER & (CLUSTER - 1)) == 0,
+    static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0,
                   "the butterfly needs a power-of-two number of lanes, at most 32");
 #pragma unroll
-    for (int o = CLUSTER / 2; o > 0; o >>= 1) total = combine(total, shfl_xor(total, o));
+    for (int o = LANES / 2; o > 0; o >>= 1) total = combine(total, shfl_xor(total, o));
     return total;
 }
 
@@ -189,16 +201,8 @@ __device__ __forceinline__ T exchange(PushedExchange<CLUSTER, WARPS, T>& ex, T v
         __syncthreads();
     } else {
         cluster_wait<CLUSTER>();  // every block's barrier initialised
-        if (threadIdx.x == 0)
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&ex.full)),
-                         "r"((unsigned)(CLUSTER * WARPS * sizeof(T)))
-                         : "memory");
-        if (lane < CLUSTER) {
-            unsigned slot, bar;
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(slot) : "r"(smem_addr(&ex.slots[rank * WARPS + warp])), "r"(lane));
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(smem_addr(&ex.full)), "r"(lane));
-            push_to(slot, bar, value);
-        }
+        if (threadIdx.x == 0) mbar_expect_tx(&ex.full, CLUSTER * WARPS * sizeof(T));
+        if (lane < CLUSTER) push_to(cluster_addr(&ex.slots[rank * WARPS + warp], lane), cluster_addr(&ex.full, lane), value);
         mbar_wait(&ex.full, 0);
     }
     T total = exchange_identity(value);
