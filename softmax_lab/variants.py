@@ -1170,8 +1170,8 @@ FALLBACKS = ("two_pass", "multi_block")
 # 1.06-1.25.  bf16 and fp16 4096 x 32000 (2.0 MB per SM) 1.10-1.12 against
 # 1.18.  float32 backward at 132 and 1056 rows of 65536-151936 1.06-1.37
 # against 1.09-1.46; at 4096 rows of 65536 1.05 against 1.04 (single_read).
-# Rows held by one or two blocks, at any number of rows (.probe short-row run,
-# same morning): fp32 4096 x 4097-16384 1.09-1.14 against three_pass's and
+# Rows held by one or two blocks, at any number of rows
+# (notes/tune-runs/2026-12-01-cluster_row-grid-short.txt, the same morning): fp32 4096 x 4097-16384 1.09-1.14 against three_pass's and
 # single_read's best 1.16-1.35, 16384 x 8192 1.08 against 1.11, 4096 x 20000
 # 1.13 against 1.16, bf16 4096 x 10000 and 8192 x 16000 1.13 and 1.09
 # against 1.22-1.23, fp32 softmax backward 8192 x 12000 1.01 against 1.08;
