@@ -10,7 +10,8 @@
 //   1. a bulk asynchronous copy (cp.async.bulk, the copy engine) brings the
 //      slice into a shared-memory stage and completes on that stage's
 //      mbarrier; SR_STAGES stages form a ring, so the next rows are already
-//      loading while this one is reduced and written;
+//      loading while this one is reduced and written (SR_LINE_SHIFT: the
+//      slice placed at its source's offset in a 128-byte line, line_offset);
 //   2. each thread moves its SR_VPT vectors from the stage into registers,
 //      and the stage is handed back to the copy engine at once;
 //   3. per thread: max m_t, then e = 2^((x - m_t) log2 e) and its sum (halves:
@@ -39,7 +40,7 @@
 // Launch (persistent): 1-D grid of G * SR_CLUSTER blocks of SR_THREADS
 // threads, G at most the number of clusters that can be resident at once;
 // cluster g handles rows g, g + G, ...  Dynamic shared memory:
-// SR_STAGES * SR_THREADS * SR_VPT * 16 bytes.  A row fits when
+// SR_STAGES * (SR_THREADS * SR_VPT + 8 * SR_LINE_SHIFT) * 16 bytes.  A row fits when
 // ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT, vecs = its 16-byte vector
 // count.  The scalar head and tail (row start not 16-byte aligned, n not a
 // multiple of the vector; at most 3 + 3 floats or 7 + 7 halves) are read
@@ -67,6 +68,10 @@
 #endif
 
 #define SR_CAPACITY (SR_THREADS * SR_VPT)  // float4 vectors a block holds per row
+#ifndef SR_LINE_SHIFT  // 1: each slice sits in its stage at its source's offset in a 128-byte line
+#define SR_LINE_SHIFT 0
+#endif
+#define SR_STAGE_VECS (SR_CAPACITY + 8 * SR_LINE_SHIFT)  // a stage: a slice, and the shift's 7 vectors
 #define SR_WARPS (SR_THREADS / 32)
 #ifndef SR_SMEM_LIMIT
 #define SR_SMEM_LIMIT 232448  // shared memory a block may opt in to on sm_90
@@ -81,7 +86,7 @@ static_assert(SR_THREADS % 32 == 0 && SR_THREADS >= 32 && SR_THREADS <= 1024,
 static_assert(SR_VPT >= 1 && SR_STAGES >= 1 && SR_BLOCKS_PER_SM >= 1, "positive sizes");
 static_assert(SR_WIDE == 0 || (SR_WIDE == 1 && SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD),
               "SR_WIDE is for float16 and bfloat16 softmax (forward) only");
-static_assert((long long)SR_STAGES * SR_CAPACITY * 16 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
+static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
               "the stages (and 1/32 of a stage for realigned stores) must fit in the shared memory of a block");
 // Registers: an SM's 4 partitions hold 16384 each and take the warps in turn.
 #define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
@@ -316,6 +321,14 @@ __device__ __forceinline__ Slice slice_of(const elem_t* x, elem_t* y, i64 row, i
     return s;
 }
 
+// Where a slice starts in its stage: 0, or (SR_LINE_SHIFT) its source's
+// vector offset in a 128-byte line, so that the bulk copy's source and
+// destination sit alike in their lines (a copy between different offsets
+// ran up to 28 % slower: softmax_lab/variants.py, line_shifted).
+__device__ __forceinline__ int line_offset(const void* src) {
+    return SR_LINE_SHIFT ? (int)(((size_t)src >> 4) & 7) : 0;
+}
+
 // The scalar (head or tail) element owned by this thread, or -inf.
 __device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
     const i64 k = threadIdx.x;
@@ -347,7 +360,8 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it) {
             const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
-            load_slice(stages + it * SR_CAPACITY, body_vecs(s.r) + s.v0, s.vecs, &full[it], l2_evict_last());
+            const vec_t* src = body_vecs(s.r) + s.v0;
+            load_slice(stages + it * SR_STAGE_VECS + line_offset(src), src, s.vecs, &full[it], l2_evict_last());
         }
     }
     float scalar_next =
@@ -360,7 +374,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 
         // 2. stage -> registers, then hand the stage back to the copy engine.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
-        const vec_t* buf = stages + stage * SR_CAPACITY;
+        const vec_t* buf = stages + stage * SR_STAGE_VECS + line_offset(body_vecs(s.r) + s.v0);
         // As loaded (4 floats or 8 packed halves); wide builds widen each vector
         // as its exponentials are taken: widened here, with ex2.approx.ftz, ptxas
         // spilled 16-48 bytes at 128 registers.
@@ -381,7 +395,8 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             if (t == 0) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 const Slice next = slice_of(x, y, cluster + (it + SR_STAGES) * clusters, n, ld_x, ld_y, rank);
-                load_slice(stages + stage * SR_CAPACITY, body_vecs(next.r) + next.v0, next.vecs, &full[stage],
+                const vec_t* src = body_vecs(next.r) + next.v0;
+                load_slice(stages + stage * SR_STAGE_VECS + line_offset(src), src, next.vecs, &full[stage],
                            l2_evict_last());
             }
         }

@@ -21,7 +21,7 @@ import ctypes
 import math
 import threading
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Callable
 
 import cupy
@@ -62,7 +62,7 @@ class Shape:
     cols: int
     ld_x: int  # elements from one input row to the next
     ld_y: int  # elements from one output row to the next
-    x_offset: int = 0  # byte offset of the input's data pointer mod 16
+    x_offset: int = 0  # byte offset of the input's data pointer mod 128 (a 128-byte line)
     y_offset: int = 0  # byte offset of the output's data pointer mod 16
     itemsize: int = ITEMSIZE
     dtype: str = "float32"  # a key of DTYPES, of element size itemsize
@@ -321,6 +321,7 @@ OTHER_REGISTERS_ONE_BLOCK_WIDE = 40
 # with a cluster, 40 without, 56 for halves without (ptxas, NVRTC 12.9: 1 x 512 x 10 spilled at 48).
 BACKWARD_OTHER_REGISTERS_ONE_BLOCK_HALVES = 56
 MAX_VPT = 24  # vectors per thread in registers (8 x 512 x 24 is the measured best at 393216)
+LINE_VECS = 128 // VECTOR_BYTES  # 16-byte vectors per 128-byte line
 WIDE_MAX_VPT = 12  # the same 96 registers of floats, 8 to a vector of widened halves (single_read.cu asserts it)
 VPT_TARGET = 16
 GOOD_FILL = 0.93
@@ -357,11 +358,14 @@ class ClusterConfig:
     blocks_per_sm: int = 1  # blocks the register budget is sized for
     arrays: int = 1  # arrays held on chip: 1 forward (x), 2 backward (y and dy; vpt counts vector pairs)
     wide: bool = False  # half softmax with the halves widened in registers (SR_WIDE): 8 registers per vector
+    line_shift: bool = False  # forward: each slice placed in its stage at its source's offset in a 128-byte line
 
     def __post_init__(self):
         _check_cluster_and_threads(self.cluster, self.threads)
         if min(self.vpt, self.stages, self.blocks_per_sm) < 1 or self.arrays not in (1, 2):
             raise ValueError(f"vpt, stages and blocks_per_sm must be positive, arrays 1 or 2: {self}")
+        if self.line_shift and self.arrays != 1:
+            raise ValueError(f"{self}: the line shift is the forward kernel's (one array)")
         if self.wide and (self.arrays != 1 or self.vpt > WIDE_MAX_VPT):
             raise ValueError(f"{self}: wide plans hold one array, at most {WIDE_MAX_VPT} vectors per thread")
         if _registers_needed(self.vpt, self.cluster, ITEMSIZE, self.arrays, self.wide) > \
@@ -380,20 +384,22 @@ class ClusterConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * self.threads * self.vpt * VECTOR_BYTES * self.arrays
+        return self.stages * (self.threads * self.vpt * self.arrays + LINE_VECS * self.line_shift) * VECTOR_BYTES
 
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
         d = {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages,
              "SR_BLOCKS_PER_SM": self.blocks_per_sm}
         if self.wide:
             d["SR_WIDE"] = 1
+        if self.line_shift:
+            d["SR_LINE_SHIFT"] = 1
         if dev is not None:
             d["SR_SMEM_LIMIT"] = dev.smem_optin_bytes
         return d
 
     def label(self) -> str:
         return f"{self.cluster}x{self.threads}x{self.vpt}x{self.stages}x{self.blocks_per_sm}" + \
-            ("b" if self.arrays == 2 else "") + ("w" if self.wide else "")
+            ("b" if self.arrays == 2 else "") + ("w" if self.wide else "") + ("s" if self.line_shift else "")
 
 
 def _register_budget(threads: int, blocks_per_sm: int) -> int:
@@ -781,8 +787,37 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     if _registers_needed(config.vpt, config.cluster, shape.itemsize, 1, config.wide) > \
             _register_budget(config.threads, config.blocks_per_sm):
         raise CannotRun(f"variant 'single_read': {config} exceeds the register budget for {shape.dtype}")
+    config = line_shifted(config, shape, dev)
     return _cluster_launcher(lambda c, d: single_read_kernel(c, d, shape.dtype, shape.op), config, shape, dev,
                              groups, "single_read")
+
+
+# The line shift (single_read.cu, SR_LINE_SHIFT): a bulk copy whose source and
+# shared-memory destination sit at different offsets in a 128-byte line is
+# slow.  Where some slice's source does not start on a line (rows whose
+# length or start is not a multiple of 128 bytes, or slices that are not),
+# each slice goes into its stage at its source's offset in a line.  H200,
+# 2026-12-01 (notes/tune-runs/2026-12-01-policies-p2.txt and -p3.txt, 4096
+# rows, float32 softmax ÷ copy, the plan
+# without and with the shift): 100004 1.31 / 1.18, 128259 1.14-1.16 /
+# 1.13, 151939 1.14 / 1.10, 200003 1.25 / 1.15, 262147 1.18 / 1.13, 300001
+# 1.42 / 1.11; rows on lines keep the plain build (128256 1.08 / 1.10).
+# Float32 plans of MAX_VPT vectors per thread keep theirs: with the shift
+# ptxas spilled 36 bytes at 8 x 512 x 24 (4096 x 393215: 1.11 without, 1.20
+# with), the only spill over the representative plans of every dtype.
+def line_shifted(config: ClusterConfig, shape: Shape, dev: DeviceInfo) -> ClusterConfig:
+    """config with the line shift where the shape's slices need it and the block still fits."""
+    if config.line_shift or config.arrays != 1 or (shape.itemsize == ITEMSIZE and config.vpt >= MAX_VPT):
+        return config
+    per_block = -(-(shape.cols * shape.itemsize // VECTOR_BYTES) // config.cluster)
+    rows_on_lines = shape.x_offset % 128 == 0 and (shape.rows == 1 or shape.ld_x * shape.itemsize % 128 == 0)
+    if rows_on_lines and (config.cluster == 1 or per_block % LINE_VECS == 0):
+        return config
+    shifted = replace(config, line_shift=True)
+    extra = shifted.smem_bytes - config.smem_bytes
+    if _block_smem(config.threads, config.vpt, config.stages) + extra > _smem_budget(dev, config.blocks_per_sm):
+        return config
+    return shifted
 
 
 def _shares_alignment(shape: Shape) -> bool:

@@ -24,7 +24,9 @@ def _derived_configs():
         for cols in (1025, 3001, 8191, 20000, 32000, 50257, 100003, 128256, 151936, 262147, 393216, 600001, 786432):
             if cols <= V._single_read_limit(dev):
                 found |= set(V.single_read_candidates(cols, dev))
-    return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm))
+    off_line = V.Shape(2, 8, 8, 8, x_offset=64)  # rows that start 64 bytes into a 128-byte line
+    found |= {V.line_shifted(c, off_line, H200) for c in found}  # the builds such rows launch
+    return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm, c.line_shift))
 
 
 def _cluster_row_plans():

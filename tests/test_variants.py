@@ -50,6 +50,28 @@ def test_single_read_limit_and_refusal():
     assert caps == sorted(caps)
 
 
+def test_line_shift_only_where_a_slice_starts_off_a_line():
+    def shape(cols, rows=4096, x_offset=0, ld=None, dtype="float32"):
+        return V.Shape(rows, cols, ld or cols, ld or cols, x_offset, 0, V.DTYPES[dtype], dtype)
+
+    plan = single_read_config(128256, H200, 4096)  # 4 x 512 x 16: rows and slices on 128-byte lines
+    assert plan.cluster == 4 and not plan.line_shift
+    assert V.line_shifted(plan, shape(128256), H200) == plan
+    for misaligned in (shape(128259), shape(128256, x_offset=64), shape(128256, ld=128260)):
+        shifted = V.line_shifted(plan, misaligned, H200)
+        assert shifted.line_shift and shifted.defines()["SR_LINE_SHIFT"] == 1
+        assert shifted.smem_bytes == plan.smem_bytes + 128 * plan.stages and shifted.label().endswith("s")
+    assert V.line_shifted(plan, shape(128256, rows=1, ld=128260), H200) == plan  # one row: its own stride
+    # rows on lines but slices of 100000 bytes, a quarter of a 400000-byte row
+    assert V.line_shifted(single_read_config(100000, H200, 4096), shape(100000), H200).line_shift
+    headline = single_read_config(393216, H200, 4096)  # float32 at 24 vectors a thread: ptxas spills
+    assert headline.vpt == V.MAX_VPT and V.line_shifted(headline, shape(393215), H200) == headline
+    halves = V.single_read_plan(262147, H200, 4096, "float16", "log_softmax")
+    assert V.line_shifted(halves, shape(262147, dtype="float16"), H200).line_shift
+    with pytest.raises(ValueError, match="forward"):
+        ClusterConfig(2, 256, 4, 1, 1, 2, line_shift=True)
+
+
 # Awkward lengths: LLM vocabularies, primes, powers of two and their neighbours.
 LENGTHS = sorted({1025, 1031, 2047, 4096, 4099, 8191, 16384, 16385, 32000, 50257, 65536, 65537, 100003, 128256,
                   151936, 200003, 262144, 262147, 393216, 393217, 500000, 700001} | set(range(5000, 786432, 37717)))
