@@ -11,8 +11,9 @@
 // vectors, as store4_warp needs):
 //   1. all of the thread's vectors loaded at once (load_held: one base
 //      address, the vectors past the slice padded so that no reduction
-//      needs a predicate; CR_LOAD: evict-first forward, read once;
-//      evict-last backward, measured 2-5 % faster);
+//      needs a predicate; evict-last, or evict-first for few rows and
+//      clusters of 16 at two blocks per SM, CR_STREAM_LOADS: the launch
+//      rule's measurements, softmax_lab/variants.py cluster_row_plan);
 //   2. the thread's max, then its sum of e^(x - max); block 0 adds the
 //      scalar head and tail;
 //   3. the row's (M, S) by exchange (cluster.cuh): each warp's merged pair
@@ -58,9 +59,10 @@
 #ifndef CR_VPT  // 16-byte vectors per thread (of each array in the backward)
 #define CR_VPT 6
 #endif
-#ifndef CR_LOAD  // the loads' L2 policy
-#define CR_LOAD (SOFTMAX_BACKWARD ? LOAD_KEEP : LOAD_STREAM)
+#ifndef CR_STREAM_LOADS  // 1: the loads evict-first (.cs), 0: evict-last (the launch rule picks)
+#define CR_STREAM_LOADS 0
 #endif
+#define CR_LOAD (CR_STREAM_LOADS ? LOAD_STREAM : LOAD_KEEP)
 #ifndef CR_STORE  // the output stores' L2 policy: 0 evict-first (.cs), 1 evict-last
 #define CR_STORE SOFTMAX_BACKWARD
 #endif

@@ -627,7 +627,18 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #      CR_MAX_BLOCKS_PER_SM) as the register model allows:
 #      CR_REGISTERS_PER_VECTOR x vpt + CR_OTHER_REGISTERS, at least
 #      CR_MIN_REGISTERS, rounded up to 8 (tests/test_loader.py compiles the
-#      plans of a grid of shapes and checks ptxas spills nothing).
+#      plans of a grid of shapes and checks ptxas spills nothing);
+#   4. the loads' L2 policy: evict-last (LOAD_KEEP), or evict-first (.cs)
+#      for fewer rows than SMs and for clusters of 16 blocks at two per SM.
+#      H200, 2026-12-01 (notes/tune-runs/2026-12-01-policies-p*.txt, float32
+#      softmax ÷ copy, evict-last /
+#      evict-first): 528-16384 rows of 20000-151936 columns 1.00-1.14 /
+#      1.09-1.20 (16384 x 32000 1.00 / 1.09, 4096 x 100003 1.10 / 1.19,
+#      4096 x 151936 1.11-1.12 / 1.17-1.18); 32 rows 0.88-1.41 / 0.84-1.27;
+#      132 rows within 2 % but for 16 x 256 x 24 x 2 (132 x 393216, 1.27 /
+#      1.22) and 1056 x 262144 at 16 x 256 x 16 x 2 (1.31 / 1.27).  Skipping
+#      L1 alone (ld.global.nc.L1::no_allocate, with no L2 hint or with
+#      evict-first) ran as evict-first did: the L2 policy is what counts.
 CR_BLOCK_SHAPES = {  # (arrays, element size) -> (threads, most vectors per thread), in order of preference
     (1, 4): ((256, 13), (256, 24), (512, 13)),
     (1, 2): ((256, 13), (256, 24), (512, 13)),
@@ -658,6 +669,7 @@ class RowClusterPlan:
     threads: int
     vpt: int  # 16-byte vectors per thread (of each array)
     blocks_per_sm: int  # what __launch_bounds__ sizes the registers for
+    stream_loads: bool = False  # the loads evict-first (.cs) rather than evict-last: see cluster_row_plan
     smem_bytes: int = 0  # no dynamic shared memory
 
     def __post_init__(self):
@@ -671,10 +683,10 @@ class RowClusterPlan:
 
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
         return {"CR_CLUSTER": self.cluster, "CR_THREADS": self.threads, "CR_VPT": self.vpt,
-                "CR_BLOCKS_PER_SM": self.blocks_per_sm}
+                "CR_BLOCKS_PER_SM": self.blocks_per_sm} | ({"CR_STREAM_LOADS": 1} if self.stream_loads else {})
 
     def label(self) -> str:
-        return f"{self.cluster}x{self.threads}x{self.vpt}x{self.blocks_per_sm}"
+        return f"{self.cluster}x{self.threads}x{self.vpt}x{self.blocks_per_sm}" + ("s" if self.stream_loads else "")
 
 
 def cluster_row_blocks_per_sm(threads: int, vpt: int, arrays: int, itemsize: int, cluster: int) -> int:
@@ -699,7 +711,9 @@ def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: 
     while rows * cluster < dev.sm_count and 2 * cluster <= MAX_CLUSTER and vecs // (2 * cluster) >= threads:
         cluster *= 2
     vpt = -(-(-(-vecs // cluster)) // threads)
-    return RowClusterPlan(cluster, threads, vpt, cluster_row_blocks_per_sm(threads, vpt, arrays, itemsize, cluster))
+    blocks_per_sm = cluster_row_blocks_per_sm(threads, vpt, arrays, itemsize, cluster)
+    stream = arrays == 1 and (rows < dev.sm_count or (cluster == MAX_CLUSTER and blocks_per_sm <= 2))
+    return RowClusterPlan(cluster, threads, vpt, blocks_per_sm, stream)
 
 
 def _cluster_row_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
@@ -1191,30 +1205,37 @@ FALLBACKS = ("two_pass", "multi_block")
 # cluster_row before the rules above, for rows longer than three_pass's 16 KB
 # that its 256-thread blocks hold (its first or its wide block shape): at
 # any number of rows where its plan takes clusters of at most
-# CLUSTER_ROW_ANY_ROWS_CLUSTER blocks; otherwise the forward ops while the
-# input is at most CLUSTER_ROW_BYTES_PER_SM per SM (a few waves of its
-# clusters), the float32 backward for up to CLUSTER_ROW_BACKWARD_ROWS_PER_SM
-# rows per SM.  H200, 2026-12-01, with the
-# pushed exchange (notes/tune-runs/2026-12-01-cluster_row-grid.txt, ÷ torch
-# copy_), cluster_row's plan against single_read, float32 softmax: 16 and
-# 132 rows of 20000-393216 columns 0.84-1.51 against 0.89-2.09 (132 rows:
-# 1.14-1.26 against 1.29-1.65); 528 rows (4 per SM) of 20000-100003 columns
-# (0.3-1.6 MB per SM) 1.03-1.18 against 1.18-1.32, of 128256 (2.0 MB) 1.21
-# both, of 151936 (2.4 MB) 1.18 against 1.16, of 262144 and 393216 1.27 and
-# 1.20 against 1.14 and 1.10; 4096 rows (4.8-12 MB per SM) 1.11-1.26 against
-# 1.06-1.25.  bf16 and fp16 4096 x 32000 (2.0 MB per SM) 1.10-1.12 against
-# 1.18.  float32 backward at 132 and 1056 rows of 65536-151936 1.06-1.37
-# against 1.09-1.46; at 4096 rows of 65536 1.05 against 1.04 (single_read).
-# Rows held by one or two blocks, at any number of rows
-# (notes/tune-runs/2026-12-01-cluster_row-grid-short.txt, the same morning): fp32 4096 x 4097-16384 1.09-1.14 against three_pass's and
-# single_read's best 1.16-1.35, 16384 x 8192 1.08 against 1.11, 4096 x 20000
-# 1.13 against 1.16, bf16 4096 x 10000 and 8192 x 16000 1.13 and 1.09
-# against 1.22-1.23, fp32 softmax backward 8192 x 12000 1.01 against 1.08;
-# with clusters of 4 it lost at many rows (4096 x 32000 1.12 against 1.08).
+# CLUSTER_ROW_ANY_ROWS_CLUSTER blocks (halves: at CLUSTER_ROW_HALVES_BLOCKS_PER_SM
+# blocks per SM or more); otherwise the forward ops while the input is at
+# most CLUSTER_ROW_BYTES_PER_SM per SM (a few waves of its clusters), the
+# float32 backward at any number of rows with clusters of at most
+# CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER, else for up to
+# CLUSTER_ROW_BACKWARD_ROWS_PER_SM rows per SM.
+# H200, 2026-12-01, with evict-last loads (notes/tune-runs/2026-12-01-policies-p2.txt
+# and -p3.txt, ÷ copy, cluster_row's
+# plan against single_read's):
+# - float32, clusters of 1-8: 528-16384 rows of 20000-100003 columns
+#   1.00-1.12 against 1.07-1.30;
+# - float32, clusters of 16: 128256 and 151936 columns 1.15 and 1.12 against
+#   1.18 and 1.16 at 528 rows (2.0-2.4 MB per SM), 1.16 and 1.11 against
+#   1.13 and 1.10 at 1056 rows (4-5 MB), 1.16 and 1.12 against 1.08 at 4096;
+#   262144 columns at 528 rows (4.2 MB) 1.32 against 1.13, at 132 rows 1.22
+#   against 1.24;
+# - bfloat16 softmax and float16 log_softmax, 4096 x 65536 and 128256
+#   (clusters of 4 and 8 at four blocks per SM): 1.05-1.18 against
+#   1.13-1.25; but 4096 x 151936 (8 x 256 x 10, three per SM) 1.19-1.31
+#   against 1.09-1.18, 4096 x 100003 (4 x 256 x 13, two) 1.43-1.52 against
+#   1.18-1.32.
+# The float32 backward (evict-last loads before and since), with the pushed
+# exchange (notes/tune-runs/2026-12-01-cluster_row-grid.txt, ÷ torch.add):
+# 132 and 1056 rows of 65536-151936 1.06-1.37 against 1.09-1.46; 4096 x 65536
+# 1.05 against 1.04; 8192 x 12000 1.01 against 1.08 (...-grid-short.txt).
 # Halves' backward in cluster_row ran 1.98-2.4 (dy held widened: fewer
 # vectors per thread), so auto does not take it for them.
-CLUSTER_ROW_ANY_ROWS_CLUSTER = 2
-CLUSTER_ROW_BYTES_PER_SM = 2 << 20
+CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
+CLUSTER_ROW_HALVES_BLOCKS_PER_SM = 4
+CLUSTER_ROW_BYTES_PER_SM = 3 << 20
+CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER = 2
 CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 8
 
 
@@ -1226,10 +1247,12 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
     shapes = CR_BLOCK_SHAPES[arrays, shape.itemsize]
     if plan is None or not any(plan.threads == t and plan.vpt <= v for t, v in shapes[:2]):
         return False
-    if plan.cluster <= CLUSTER_ROW_ANY_ROWS_CLUSTER:
-        return True
     if shape.backward:
-        return shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count
+        return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or \
+            shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count
+    if plan.cluster <= CLUSTER_ROW_ANY_ROWS_CLUSTER and \
+            (shape.itemsize == ITEMSIZE or plan.blocks_per_sm >= CLUSTER_ROW_HALVES_BLOCKS_PER_SM):
+        return True
     return shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_BYTES_PER_SM * dev.sm_count
 
 

@@ -217,8 +217,8 @@ def test_outputs_down_to_the_smallest_subnormal(dtype, op, cols):
 def test_auto_picks_single_read_and_is_bitwise_repeatable(dtype, op):
     torch = _torch()
     dev = _hopper()
-    x = _input(torch, 1024, 151936, dtype, 1, seed=5)  # more than 2 MiB per SM: not cluster_row
-    assert V.preferences(V.Shape(1024, 151936, 151937, 151936, x.data_ptr() % 16, 0,
+    x = _input(torch, 2048, 151936, dtype, 1, seed=5)  # more than 3 MiB per SM: not cluster_row
+    assert V.preferences(V.Shape(2048, 151936, 151937, 151936, x.data_ptr() % 128, 0,
                                  itemsize=x.element_size(), dtype=dtype, op=op), dev)[0].name == "single_read"
     a = FUNCTIONS[op](x)
     b = FUNCTIONS[op](x, variant="single_read")

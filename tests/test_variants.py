@@ -167,7 +167,8 @@ def test_auto_never_fails_to_offer_a_variant():
     (1025, "three_pass", "three_pass"),
     (4096, "three_pass", "three_pass"),
     (4097, "cluster_row", "two_pass"),  # a row of one block (CLUSTER_ROW_ANY_ROWS_CLUSTER)
-    (100003, "single_read", "multi_block_l2"),
+    (100003, "cluster_row", "multi_block_l2"),  # clusters of 8 (CLUSTER_ROW_ANY_ROWS_CLUSTER)
+    (151936, "single_read", "multi_block_l2"),  # clusters of 16 at 4096 rows: 18 MiB per SM
     (393216, "single_read", "multi_block_l2"),
     (393217, "multi_block_l2", "multi_block_l2"),  # single_read would need clusters of 16 (notes/TUNING.md)
     (786433, "multi_block_l2", "multi_block_l2"),
@@ -212,24 +213,42 @@ def test_cluster_row_spreads_few_rows_over_every_sm():
     assert V.cluster_row_plan(65536, A100, 8) is None  # clusters need sm_90
 
 
+def test_cluster_row_loads_evict_last_but_for_few_rows_and_clusters_of_16_at_two_blocks_per_sm():
+    assert not V.cluster_row_plan(32000, H200, 4096).stream_loads
+    assert not V.cluster_row_plan(151936, H200, 4096).stream_loads  # 16 x 256 x 10, four blocks per SM
+    assert V.cluster_row_plan(32000, H200, 131).stream_loads  # fewer rows than SMs
+    assert not V.cluster_row_plan(32000, H200, 132).stream_loads
+    wide = V.cluster_row_plan(262144, H200, 4096)
+    assert (wide.cluster, wide.blocks_per_sm, wide.stream_loads) == (16, 2, True)
+    assert not V.cluster_row_plan(65536, H200, 8, arrays=2).stream_loads  # the backward: always evict-last
+    assert V.cluster_row_plan(32000, H200, 4096).defines().get("CR_STREAM_LOADS", 0) == 0
+    assert V.cluster_row_plan(32000, H200, 8).defines()["CR_STREAM_LOADS"] == 1
+
+
 def test_cluster_row_has_no_plan_before_hopper():
     assert "compute capability 9.0" in get_variant("cluster_row").unsupported_reason(65536, A100)
 
 
 @pytest.mark.parametrize("rows, cols, dtype, op, first", [
-    (132, 151936, "float32", "softmax", "cluster_row"),  # few rows: up to 2 MiB of input per SM
-    (455, 151936, "float32", "softmax", "cluster_row"),
-    (456, 151936, "float32", "softmax", "single_read"),
+    (132, 151936, "float32", "softmax", "cluster_row"),  # clusters of 16: up to 3 MiB of input per SM
+    (683, 151936, "float32", "softmax", "cluster_row"),
+    (684, 151936, "float32", "softmax", "single_read"),
     (32, 65536, "bfloat16", "log_softmax", "cluster_row"),
     (4096, 32000, "bfloat16", "softmax", "cluster_row"),  # clusters of 2: any number of rows
     (1 << 20, 4097, "float32", "softmax", "cluster_row"),
     (8192, 12000, "float32", "softmax_backward", "cluster_row"),
-    (4096, 32000, "float32", "softmax", "single_read"),  # clusters of 4, 3.8 MiB per SM
-    (1024, 32000, "float32", "softmax", "cluster_row"),
+    (4096, 32000, "float32", "softmax", "cluster_row"),  # float32 clusters of up to 8: any number of rows
+    (1 << 20, 100003, "float32", "softmax", "cluster_row"),
+    (4096, 128256, "float32", "softmax", "single_read"),  # clusters of 16 at 4096 rows: 15 MiB per SM
     (4096, 151936, "float32", "softmax", "single_read"),
+    (4096, 65536, "bfloat16", "softmax", "cluster_row"),  # halves: clusters of up to 8 at four blocks per SM
+    (4096, 128256, "float16", "log_softmax", "cluster_row"),
+    (4096, 151936, "bfloat16", "softmax", "single_read"),  # three blocks per SM
+    (4096, 100003, "float16", "log_softmax", "single_read"),  # two
     (132, 4096, "float32", "softmax", "three_pass"),  # short rows keep their rules
     (132, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks too
-    (184, 393216, "float32", "softmax", "single_read"),
+    (264, 393216, "float32", "softmax", "cluster_row"),
+    (265, 393216, "float32", "softmax", "single_read"),
     (32, 425984, "float32", "softmax", "multi_block_l2"),  # 512-thread blocks: not first
     (1056, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: up to 8 rows per SM
     (1057, 65536, "float32", "softmax_backward", "single_read"),
