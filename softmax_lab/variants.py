@@ -631,9 +631,9 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #   4. the loads' L2 policy: evict-last (LOAD_KEEP), or evict-first (.cs)
 #      for fewer rows than SMs and for clusters of 16 blocks at two per SM.
 #      H200, 2026-12-01 (notes/tune-runs/2026-12-01-policies-p*.txt, float32
-#      softmax ÷ copy, evict-last /
-#      evict-first): 528-16384 rows of 20000-151936 columns 1.00-1.14 /
-#      1.09-1.20 (16384 x 32000 1.00 / 1.09, 4096 x 100003 1.10 / 1.19,
+#      softmax ÷ copy, evict-last / evict-first): 528-16384 rows of
+#      20000-151936 columns 1.00-1.14 / 1.09-1.20 (16384 x 32000 1.00 /
+#      1.09, 4096 x 100003 1.10 / 1.19,
 #      4096 x 151936 1.11-1.12 / 1.17-1.18); 32 rows 0.88-1.41 / 0.84-1.27;
 #      132 rows within 2 % but for 16 x 256 x 24 x 2 (132 x 393216, 1.27 /
 #      1.22) and 1056 x 262144 at 16 x 256 x 16 x 2 (1.31 / 1.27).  Skipping
@@ -812,8 +812,8 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
 # length or start is not a multiple of 128 bytes, or slices that are not),
 # each slice goes into its stage at its source's offset in a line.  H200,
 # 2026-12-01 (notes/tune-runs/2026-12-01-policies-p2.txt and -p3.txt, 4096
-# rows, float32 softmax ÷ copy, the plan
-# without and with the shift): 100004 1.31 / 1.18, 128259 1.14-1.16 /
+# rows, float32 softmax ÷ copy, the plan without and with the shift):
+# 100004 1.31 / 1.18, 128259 1.14-1.16 /
 # 1.13, 151939 1.14 / 1.10, 200003 1.25 / 1.15, 262147 1.18 / 1.13, 300001
 # 1.42 / 1.11; rows on lines keep the plain build (128256 1.08 / 1.10).
 # Float32 plans of MAX_VPT vectors per thread keep theirs: with the shift
