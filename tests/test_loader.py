@@ -25,7 +25,7 @@ def _derived_configs():
             if cols <= V._single_read_limit(dev):
                 found |= set(V.single_read_candidates(cols, dev))
     off_line = V.Shape(2, 8, 8, 8, x_offset=64)  # rows that start 64 bytes into a 128-byte line
-    found |= {V.line_shifted(c, off_line, H200) for c in found}  # the builds such rows launch
+    found |= {V.line_shifted(c, off_line, H200) for c in SINGLE_READ_CONFIGS}  # the plans' builds for such rows
     return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm, c.line_shift))
 
 
