@@ -1090,7 +1090,8 @@ _ALL = (
         summary="row held on chip across a thread-block cluster, combined through distributed shared memory",
         launch_rule=(f"rows of <= {WARP_ROW_BYTES} bytes: one warp per row; longer: a persistent grid of resident "
                      "clusters, configuration derived from rows, row length, element size and device "
-                     "(single_read_config)"),
+                     "(single_read_config); slices placed at their sources' offsets in 128-byte lines where rows "
+                     "or slices start off a line (line_shifted)"),
         prepare_launch=_prepare_single_read,
         max_cols=_single_read_limit,
         ops=ALL_OPS,  # backward: y and dy of a row on chip (single_read_backward.cu), each read once
@@ -1104,7 +1105,8 @@ _ALL = (
                  "combined through distributed shared memory"),
         launch_rule=("the first block shape of CR_BLOCK_SHAPES (threads, most vectors per thread) whose cluster of 16 "
                      "holds the row; the smallest cluster that holds it, doubled while clusters are fewer than SMs; "
-                     "blocks per SM from the register model (cluster_row_plan)"),
+                     "blocks per SM from the register model; loads evict-last, or evict-first for fewer rows than "
+                     "SMs and clusters of 16 at two blocks per SM (cluster_row_plan)"),
         prepare_launch=_prepare_cluster_row,
         max_cols=_cluster_row_limit,
         ops=ALL_OPS,  # backward: y and dy of a row held, each read once
