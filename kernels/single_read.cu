@@ -329,6 +329,14 @@ __device__ __forceinline__ int line_offset(const void* src) {
     return SR_LINE_SHIFT ? (int)(((size_t)src >> 4) & 7) : 0;
 }
 
+// Slice s's first vector in device memory, and where the slice sits in stage
+// k: the copy into the stage and the reads from it both take it from here.
+__device__ __forceinline__ const vec_t* slice_src(const Slice& s) { return body_vecs(s.r) + s.v0; }
+template <typename Index>  // the prologue's i64 row count or the loop's int stage
+__device__ __forceinline__ vec_t* slice_in_stage(vec_t* stages, Index k, const Slice& s) {
+    return stages + k * SR_STAGE_VECS + line_offset(slice_src(s));
+}
+
 // The scalar (head or tail) element owned by this thread, or -inf.
 __device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
     const i64 k = threadIdx.x;
@@ -360,8 +368,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it) {
             const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
-            const vec_t* src = body_vecs(s.r) + s.v0;
-            load_slice(stages + it * SR_STAGE_VECS + line_offset(src), src, s.vecs, &full[it], l2_evict_last());
+            load_slice(slice_in_stage(stages, it, s), slice_src(s), s.vecs, &full[it], l2_evict_last());
         }
     }
     float scalar_next =
@@ -374,7 +381,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 
         // 2. stage -> registers, then hand the stage back to the copy engine.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
-        const vec_t* buf = stages + stage * SR_STAGE_VECS + line_offset(body_vecs(s.r) + s.v0);
+        const vec_t* buf = slice_in_stage(stages, stage, s);
         // As loaded (4 floats or 8 packed halves); wide builds widen each vector
         // as its exponentials are taken: widened here, with ex2.approx.ftz, ptxas
         // spilled 16-48 bytes at 128 registers.
@@ -395,8 +402,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             if (t == 0) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 const Slice next = slice_of(x, y, cluster + (it + SR_STAGES) * clusters, n, ld_x, ld_y, rank);
-                const vec_t* src = body_vecs(next.r) + next.v0;
-                load_slice(stages + stage * SR_STAGE_VECS + line_offset(src), src, next.vecs, &full[stage],
+                load_slice(slice_in_stage(stages, stage, next), slice_src(next), next.vecs, &full[stage],
                            l2_evict_last());
             }
         }
