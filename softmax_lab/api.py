@@ -36,7 +36,7 @@ import numpy as np
 import cupy
 
 from .device import DeviceInfo, device_info, require_device
-from .variants import CannotRun, Launcher, Shape, Variant, get_variant, preferences
+from .variants import LINE_BYTES, CannotRun, Launcher, Shape, Variant, get_variant, preferences
 
 _ACCEPTED = "a CuPy array, or a GPU array with __cuda_array_interface__ or DLPack (torch, JAX, ...)"
 _DLPACK_GPU = (2, 13)  # kDLCUDA, kDLCUDAManaged
@@ -621,7 +621,7 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
         # a torch result for a torch x; a temporary (filled into out by a copy below) from CuPy's pool
         result, y_ptr = _new_output(xv.kind == "torch" and not plan.copy_output, moved, xv.dtype, device,
                                     plan.axis, stream)
-    shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % 128, y_ptr % 16, xv.dtype.itemsize,
+    shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % LINE_BYTES, y_ptr % 16, xv.dtype.itemsize,
                   DTYPE_NAMES[xv.dtype], op, ld_g, g_ptr % 16)
     _, launch = launcher_for(shape, device_info(device), variant)
     if g is not None:
@@ -671,7 +671,7 @@ def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str, op: str = "s
     input's pointer: with disjoint extents, what decides a plan (kg: dy's, for
     backward calls)."""
     x_ptr, *x_layout = kx
-    key = (*x_layout, axis, variant, op, x_ptr & 127)
+    key = (*x_layout, axis, variant, op, x_ptr % LINE_BYTES)
     if kg is not None:
         g_ptr, *g_layout = kg
         key += (*g_layout, g_ptr & 15)

@@ -62,7 +62,7 @@ class Shape:
     cols: int
     ld_x: int  # elements from one input row to the next
     ld_y: int  # elements from one output row to the next
-    x_offset: int = 0  # byte offset of the input's data pointer mod 128 (a 128-byte line)
+    x_offset: int = 0  # byte offset of the input's data pointer mod LINE_BYTES (128)
     y_offset: int = 0  # byte offset of the output's data pointer mod 16
     itemsize: int = ITEMSIZE
     dtype: str = "float32"  # a key of DTYPES, of element size itemsize
@@ -321,7 +321,8 @@ OTHER_REGISTERS_ONE_BLOCK_WIDE = 40
 # with a cluster, 40 without, 56 for halves without (ptxas, NVRTC 12.9: 1 x 512 x 10 spilled at 48).
 BACKWARD_OTHER_REGISTERS_ONE_BLOCK_HALVES = 56
 MAX_VPT = 24  # vectors per thread in registers (8 x 512 x 24 is the measured best at 393216)
-LINE_VECS = 128 // VECTOR_BYTES  # 16-byte vectors per 128-byte line
+LINE_BYTES = 128  # an L2 cache line
+LINE_VECS = LINE_BYTES // VECTOR_BYTES  # 16-byte vectors per line
 WIDE_MAX_VPT = 12  # the same 96 registers of floats, 8 to a vector of widened halves (single_read.cu asserts it)
 VPT_TARGET = 16
 GOOD_FILL = 0.93
@@ -824,7 +825,8 @@ def line_shifted(config: ClusterConfig, shape: Shape, dev: DeviceInfo) -> Cluste
     if config.line_shift or config.arrays != 1 or (shape.itemsize == ITEMSIZE and config.vpt >= MAX_VPT):
         return config
     per_block = -(-(shape.cols * shape.itemsize // VECTOR_BYTES) // config.cluster)
-    rows_on_lines = shape.x_offset % 128 == 0 and (shape.rows == 1 or shape.ld_x * shape.itemsize % 128 == 0)
+    rows_on_lines = shape.x_offset % LINE_BYTES == 0 and \
+        (shape.rows == 1 or shape.ld_x * shape.itemsize % LINE_BYTES == 0)
     if rows_on_lines and (config.cluster == 1 or per_block % LINE_VECS == 0):
         return config
     shifted = replace(config, line_shift=True)
