@@ -137,6 +137,26 @@ __device__ __forceinline__ MaxSum block_merge_rescaled(MaxSum v, MaxSum* scratch
     return block_reduce<MaxSum, warp_merge_rescaled>(v, scratch, MaxSum{SOFTMAX_NEG_INF, 0.f});
 }
 
+// ------------------------------------------------------------- slots
+// Partials published through device memory to blocks on other SMs
+// (multi_block_l2, single_read's memory-merged groups): one 64-bit word a
+// slot, stored and loaded whole (relaxed, at GPU scope, so that no stale L1
+// line is read).  The caller fills the slots with the byte 0xBF before the
+// launch, so a slot whose high word is SLOT_PENDING is not yet written: a
+// published high word is a sum of exponentials, never negative, or 0.
+#define SLOT_PENDING 0xBFBFBFBFu
+
+__device__ __forceinline__ void publish(unsigned long long* slot, unsigned lo, unsigned hi) {
+    const unsigned long long w = ((unsigned long long)hi << 32) | lo;
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(slot), "l"(w) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long read_slot(const unsigned long long* slot) {
+    unsigned long long w;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(slot) : "memory");
+    return w;
+}
+
 // ------------------------------------------------------------- row layout
 // A row of elements of type T (float: 4 to a 16-byte vector; 2-byte halves:
 // 8).  Elements [0, head) and [head + VEC * vecs, n) are scalar; [head,

@@ -58,22 +58,10 @@ static_assert(MBL2_THREADS % 32 == 0 && MBL2_THREADS >= 32 && MBL2_THREADS <= 10
 static_assert(MBL2_VPT >= 1 && MBL2_BLOCKS_PER_SM >= 1, "positive sizes");
 
 #define MBL2_CHUNK ((i64)MBL2_THREADS * MBL2_VPT)  // vectors per chunk
-#define MBL2_PENDING 0xBFBFBFBFu  // the high word of a slot not yet written
 
 // Vector j of this thread's part of chunk [v0, v1): v0 + t + j * MBL2_THREADS
 // (a warp's lanes hold consecutive vectors, as store4_warp needs).
 __device__ __forceinline__ i64 chunk_vec(i64 v0, int j) { return v0 + threadIdx.x + (i64)j * MBL2_THREADS; }
-
-__device__ __forceinline__ void publish(unsigned long long* slot, unsigned lo, unsigned hi) {
-    const unsigned long long w = ((unsigned long long)hi << 32) | lo;
-    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(slot), "l"(w) : "memory");
-}
-
-__device__ __forceinline__ unsigned long long read_slot(const unsigned long long* slot) {
-    unsigned long long w;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(slot) : "memory");
-    return w;
-}
 
 #if SOFTMAX_BACKWARD
 typedef float Partial;  // the dot of a chunk
@@ -103,7 +91,7 @@ __device__ __forceinline__ Partial row_total(const unsigned long long* slots, i6
         bool pending = false;
         for (i64 c = threadIdx.x; c < chunks; c += MBL2_THREADS) {
             const unsigned long long w = read_slot(slots + c);
-            pending |= (unsigned)(w >> 32) == MBL2_PENDING;
+            pending |= (unsigned)(w >> 32) == SLOT_PENDING;
             acc = combine(acc, unpack(w));
         }
         if (!__syncthreads_or(pending)) return block_combine(acc, scratch);
