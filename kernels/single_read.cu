@@ -36,6 +36,12 @@
 //      stored one by one.  Loads and stores carry an L2 evict-last policy
 //      (measured faster, notes/TUNING.md).
 //
+// Memory-merged groups (SR_MEMORY_MERGE, forward only): rows longer than a
+// cluster holds are split over a group of any resident blocks on any SMs (a
+// kernel argument, up to SR_THREADS blocks); step 4 publishes each block's
+// pair in device memory and waits for the group's (memory_merge), and a
+// block's group and rank come from a ticket (see the launch below).
+//
 // Traffic: 1 read + 1 write = 2 x element size bytes per element (8 for fp32).
 // Launch (persistent): 1-D grid of G * SR_CLUSTER blocks of SR_THREADS
 // threads, G at most the number of clusters that can be resident at once;
@@ -66,6 +72,9 @@
 #ifndef SR_WIDE
 #define SR_WIDE 0  // 1: half softmax held as floats, e in place (both kernels of the build)
 #endif
+#ifndef SR_MEMORY_MERGE  // 1: a row's blocks are a group of resident blocks on any SMs, merged through device memory
+#define SR_MEMORY_MERGE 0
+#endif
 
 #define SR_CAPACITY (SR_THREADS * SR_VPT)  // float4 vectors a block holds per row
 #ifndef SR_LINE_SHIFT  // 1: each slice sits in its stage at its source's offset in a 128-byte line
@@ -84,6 +93,7 @@ static_assert(SR_CLUSTER >= 1 && SR_CLUSTER <= 16 && (SR_CLUSTER & (SR_CLUSTER -
 static_assert(SR_THREADS % 32 == 0 && SR_THREADS >= 32 && SR_THREADS <= 1024,
               "whole warps (the block reductions and store4_warp), at most 1024 threads");
 static_assert(SR_VPT >= 1 && SR_STAGES >= 1 && SR_BLOCKS_PER_SM >= 1, "positive sizes");
+static_assert(!SR_MEMORY_MERGE || SR_CLUSTER == 1, "a memory-merged group is made of plain blocks, not clusters");
 static_assert(SR_WIDE == 0 || (SR_WIDE == 1 && SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD),
               "SR_WIDE is for float16 and bfloat16 softmax (forward) only");
 static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
@@ -99,7 +109,7 @@ static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 + SR_CAPACITY / 2 + 1024
 // cluster too (2 x 256 x 27 spilled at 248 registers).
 #define SR_REGISTERS_PER_VECTOR (SR_WIDE ? 8 : 4)
 #ifndef SR_OTHER_REGISTERS  // -DSR_OTHER_REGISTERS=0 lets ptxas be probed past the model
-#define SR_OTHER_REGISTERS (SR_CLUSTER > 1 ? 32 : SOFTMAX_DTYPE == 0 || SR_WIDE ? 40 : 76)
+#define SR_OTHER_REGISTERS (SR_CLUSTER > 1 || SR_MEMORY_MERGE ? 32 : SOFTMAX_DTYPE == 0 || SR_WIDE ? 40 : 76)
 #endif
 static_assert(SR_REGISTERS_PER_VECTOR * SR_VPT + SR_OTHER_REGISTERS <=
                   (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
@@ -312,10 +322,12 @@ struct Slice {
 };
 
 __device__ __forceinline__ Slice slice_of(const elem_t* x, elem_t* y, i64 row, i64 n, i64 ld_x, i64 ld_y,
-                                          unsigned rank) {
+                                          unsigned rank, i64 slice) {
     Slice s;
     s.r = row_span(x + row * ld_x, y + row * ld_y, n);
-    const i64 per_block = (s.r.vecs + SR_CLUSTER - 1) / SR_CLUSTER;
+    // Memory-merged groups take the host's slice length, the same for every
+    // row (no 64-bit division by a group size known only at run time).
+    const i64 per_block = SR_MEMORY_MERGE ? slice : (s.r.vecs + SR_CLUSTER - 1) / SR_CLUSTER;
     s.v0 = min((i64)rank * per_block, s.r.vecs);
     s.vecs = min(per_block, s.r.vecs - s.v0);
     return s;
@@ -343,19 +355,61 @@ __device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
     return (rank == 0 && k < scalar_count(s.r)) ? load_cs(s.r.x + scalar_index(s.r, k)) : SOFTMAX_NEG_INF;
 }
 
+#if SR_MEMORY_MERGE
+// The row's total from the `ranks` pairs its blocks publish in `row_slots`
+// (this block's at `rank`), once all are written (waits for the missing
+// ones): thread k reads slot k, then the block merges them in a fixed order,
+// so every block of the group gets bitwise the same (M, S).
+__device__ __forceinline__ MaxSum memory_merge(MaxSum block, unsigned long long* row_slots, unsigned rank,
+                                               i64 ranks, MaxSum* scratch) {
+    const unsigned t = threadIdx.x;
+    if (t == 0) publish(row_slots + rank, __float_as_uint(block.max), __float_as_uint(block.sum));
+    MaxSum pair = {SOFTMAX_NEG_INF, 0.f};
+    if (t < ranks) {
+        unsigned long long w;
+        while ((unsigned)((w = read_slot(row_slots + t)) >> 32) == SLOT_PENDING) __nanosleep(64);
+        pair = {__uint_as_float((unsigned)w), __uint_as_float((unsigned)(w >> 32))};
+    }
+    return block_merge(pair, scratch);
+}
+#endif
+
+// Launch: clusters of SR_CLUSTER blocks; or (SR_MEMORY_MERGE) groups of
+// `ranks` blocks (at most SR_THREADS, and no more than can be resident at
+// once), block k of a group taking vectors [k * slice, (k + 1) * slice) of
+// each row's body (ranks * slice >= ceil(n / elements per vector)), with
+// `slots`: rows x ranks words for the pairs and one ticket counter after
+// them, all filled with the byte 0xBF.  A block's place (its
+// group, its rank) is its ticket: blocks take tickets as they start, so the
+// blocks of a group that waits are running, or start once an earlier group's
+// blocks leave; the launch cannot deadlock.
 extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #if SR_CLUSTER > 1
     __cluster_dims__(SR_CLUSTER, 1, 1)
 #endif
+#if SR_MEMORY_MERGE
+        single_read(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y,
+                    i64 ranks, i64 slice, unsigned long long* __restrict__ slots) {
+#else
         single_read(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
+    const i64 slice = 0;  // unused: a cluster splits each row evenly (slice_of)
+#endif
     extern __shared__ __align__(128) vec_t stages[];  // SR_STAGES x SR_CAPACITY
     __shared__ __align__(8) unsigned long long full[SR_STAGES];
     __shared__ MaxSum published[2];  // this block's pair, by row parity
     __shared__ MaxSum scratch[32];
     __shared__ vec_t firsts[SR_VPT][SR_WARPS];  // each warp's first output vector, for realigned stores
 
+#if SR_MEMORY_MERGE
+    __shared__ unsigned long long ticket;
+    if (threadIdx.x == 0) ticket = atomicAdd(slots + rows * ranks, 1ull) - 0xBFBFBFBFBFBFBFBFull;
+    __syncthreads();
+    const unsigned rank = (unsigned)(ticket % ranks);
+    const i64 cluster = (i64)(ticket / ranks), clusters = gridDim.x / ranks;
+#else
     const unsigned rank = cluster_rank<SR_CLUSTER>();
     const i64 cluster = blockIdx.x / SR_CLUSTER, clusters = gridDim.x / SR_CLUSTER;
+#endif
     const i64 my_rows = cluster < rows ? (rows - 1 - cluster) / clusters + 1 : 0;
     const unsigned t = threadIdx.x;
 
@@ -367,16 +421,16 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it) {
-            const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
+            const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank, slice);
             load_slice(slice_in_stage(stages, it, s), slice_src(s), s.vecs, &full[it], l2_evict_last());
         }
     }
     float scalar_next =
-        my_rows > 0 ? load_scalar(slice_of(x, y, cluster, n, ld_x, ld_y, rank), rank) : SOFTMAX_NEG_INF;
+        my_rows > 0 ? load_scalar(slice_of(x, y, cluster, n, ld_x, ld_y, rank, slice), rank) : SOFTMAX_NEG_INF;
 
     for (i64 it = 0; it < my_rows; ++it) {
         const int stage = (int)(it % SR_STAGES);
-        const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank);
+        const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank, slice);
         float scalar = scalar_next;
 
         // 2. stage -> registers, then hand the stage back to the copy engine.
@@ -401,12 +455,12 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         if (it + SR_STAGES < my_rows) {
             if (t == 0) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                const Slice next = slice_of(x, y, cluster + (it + SR_STAGES) * clusters, n, ld_x, ld_y, rank);
+                const Slice next = slice_of(x, y, cluster + (it + SR_STAGES) * clusters, n, ld_x, ld_y, rank, slice);
                 load_slice(slice_in_stage(stages, stage, next), slice_src(next), next.vecs, &full[stage],
                            l2_evict_last());
             }
         }
-        if (it + 1 < my_rows) scalar_next = load_scalar(slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank), rank);
+        if (it + 1 < my_rows) scalar_next = load_scalar(slice_of(x, y, cluster + (it + 1) * clusters, n, ld_x, ld_y, rank, slice), rank);
 
         // 3. per-thread max, exponentials, sum; block merge.
 #if SR_PACKED_MAX
@@ -442,10 +496,14 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         const MaxSum block = block_merge_rescaled({m, sum}, scratch);
 #endif
 
-        // 4. cluster-wide merge through distributed shared memory.
+        // 4. cluster-wide merge through distributed shared memory (or the group's, through device memory).
+#if SR_MEMORY_MERGE
+        const MaxSum total = memory_merge(block, slots + (cluster + it * clusters) * ranks, rank, ranks, scratch);
+#else
         if (t == 0) published[it & 1] = block;
         cluster_sync<SR_CLUSTER>();
         const MaxSum total = cluster_merge<SR_CLUSTER>(&published[it & 1]);
+#endif
 
         // 5. the output.  In place, m = -inf means all of this thread's
         // elements are -inf: e^(m - M) is 0, or NaN when the whole row is -inf.

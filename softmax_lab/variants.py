@@ -18,6 +18,7 @@ notes/TUNING.md says how they were measured.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import threading
 import types
@@ -360,9 +361,17 @@ class ClusterConfig:
     arrays: int = 1  # arrays held on chip: 1 forward (x), 2 backward (y and dy; vpt counts vector pairs)
     wide: bool = False  # half softmax with the halves widened in registers (SR_WIDE): 8 registers per vector
     line_shift: bool = False  # forward: each slice placed in its stage at its source's offset in a 128-byte line
+    # forward: the row's `cluster` blocks are a group of any resident blocks, merged through
+    # device memory (SR_MEMORY_MERGE), not a cluster: any count from 2 to `threads`
+    memory_merge: bool = False
 
     def __post_init__(self):
-        _check_cluster_and_threads(self.cluster, self.threads)
+        if self.memory_merge:
+            if not (2 <= self.cluster <= self.threads and self.arrays == 1):
+                raise ValueError(f"{self}: a memory-merged group is 2 to `threads` blocks holding one array")
+            _check_cluster_and_threads(1, self.threads)
+        else:
+            _check_cluster_and_threads(self.cluster, self.threads)
         if min(self.vpt, self.stages, self.blocks_per_sm) < 1 or self.arrays not in (1, 2):
             raise ValueError(f"vpt, stages and blocks_per_sm must be positive, arrays 1 or 2: {self}")
         if self.line_shift and self.arrays != 1:
@@ -388,8 +397,10 @@ class ClusterConfig:
         return self.stages * (self.threads * self.vpt * self.arrays + LINE_VECS * self.line_shift) * VECTOR_BYTES
 
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
-        d = {"SR_CLUSTER": self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt, "SR_STAGES": self.stages,
-             "SR_BLOCKS_PER_SM": self.blocks_per_sm}
+        d = {"SR_CLUSTER": 1 if self.memory_merge else self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt,
+             "SR_STAGES": self.stages, "SR_BLOCKS_PER_SM": self.blocks_per_sm}
+        if self.memory_merge:
+            d["SR_MEMORY_MERGE"] = 1
         if self.wide:
             d["SR_WIDE"] = 1
         if self.line_shift:
@@ -400,7 +411,8 @@ class ClusterConfig:
 
     def label(self) -> str:
         return f"{self.cluster}x{self.threads}x{self.vpt}x{self.stages}x{self.blocks_per_sm}" + \
-            ("b" if self.arrays == 2 else "") + ("w" if self.wide else "") + ("s" if self.line_shift else "")
+            ("b" if self.arrays == 2 else "") + ("w" if self.wide else "") + ("s" if self.line_shift else "") + \
+            ("m" if self.memory_merge else "")
 
 
 def _register_budget(threads: int, blocks_per_sm: int) -> int:
@@ -574,13 +586,128 @@ def single_read_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str
     """single_read's plan for a forward op (the rule's five steps): for half softmax the wide
     plan where one holds the row and its cluster is no larger than the packed plan's, or the
     packed plan's is already WIDE_FROM_CLUSTER blocks or more; else the packed (or float32)
-    one; None past the limit."""
+    one, or in its place a smaller memory-merged group where the packed plan takes a cluster
+    of MAX_CLUSTER blocks and the group pays; past a cluster's limit the memory-merged plan;
+    None past every block's."""
     itemsize = DTYPES[dtype]
     packed = single_read_config(cols, dev, rows, itemsize)
     wide = single_read_config(cols, dev, rows, itemsize, wide=True) if holds_wide(dtype, op) else None
     if wide is not None and (packed is None or wide.cluster <= packed.cluster or packed.cluster >= WIDE_FROM_CLUSTER):
         return wide
+    merged = memory_merge_config(cols, dev, rows, itemsize) if packed is None or packed.cluster == MAX_CLUSTER else None
+    if merged is not None and (packed is None or (merged.cluster < packed.cluster and
+                                                  memory_merge_pays(merged, rows, dev))):
+        return merged
     return packed
+
+
+# Memory-merged groups (single_read.cu, SR_MEMORY_MERGE): rows that need a
+# cluster of MAX_CLUSTER blocks, or more than one holds, split over a group of
+# any resident blocks on any SMs, up to one block on every SM.  The blocks
+# publish their (max, sum) pairs in device memory and wait for the group's:
+# a round trip through L2, and a wait for the group's slowest block, where a
+# cluster merges through distributed shared memory.  The plan, for `rows`
+# rows of `vecs` vectors: for one and two blocks per SM and every group size
+# from 2 to the resident blocks, the block shape of the slice ceil(vecs /
+# group) (block_shape; a group no larger than a block's threads); the least
+# estimated time, rounds of resident groups (plus one) x (slice +
+# MEMORY_MERGE_ROUND_VECS) x blocks sharing an SM.  Memory-merged plans hold
+# halves packed (a wide plan's slices are half as long, so its rounds cost
+# twice the merges).
+#
+# H200, 2026-12-01 (notes/tune-runs/2026-12-01-memory-merge-p5.txt and -p6.txt,
+# ÷ copy), float32 softmax, 1024 x 1048576: groups of 22 x 512 x 24 1.21,
+# 26 x 640 x 16 1.27, 33 x 512 x 16 1.38, 43 x 512 x 12 1.56 (multi_block_l2
+# 1.29): as if each round cost about 4700 vectors more than its slice.  The
+# merge pays (memory_merge_pays) for long slices, groups of at most 32 blocks
+# and several rounds: float32 256-1024 x 1048576 1.21-1.27 against
+# multi_block_l2's 1.28-1.31, 1300 x 500000 1.16 against 1.23 (and the
+# 16-block cluster's 1.27), 4096 x 393217 and 500000 1.13-1.15 against
+# 1.25; float16 log_softmax 512 x 1048576 1.15 against the cluster's 1.25,
+# 1024 x 2097152 1.14 against multi_block_l2's 1.28; bfloat16 softmax 132 and
+# 512 x 1048576 1.36 and 1.21 against the cluster's 1.46 and 1.39.  Not with
+# short slices, large groups or few rounds: 128-132 x 4194304 float32 (groups
+# of 88-132) 1.66-1.75 against multi_block_l2's 1.49-1.50, 256 x 2000003 (44)
+# 1.43 against 1.41, 32 x 4194304 bfloat16 (44) 1.60 against 1.53, 32 x
+# 1048576 float32 (33 x 512 x 16) 1.56 against 1.42.  At 132 x 1048576 float32
+# (22 rounds) the two ran 1.30-1.35 and 1.30-1.33.  A group takes the place
+# of a cluster of MAX_CLUSTER blocks only where it is smaller: at 512 x
+# 786432 float32 the cluster (16 x 512 x 24, full) ran 1.05 against the same
+# blocks in a memory-merged group's 1.08-1.14.
+MEMORY_MERGE_ROUND_VECS = 4700
+MEMORY_MERGE_MIN_SLICE = 10000  # vectors a block holds (512 threads of 20 or more)
+MEMORY_MERGE_MAX_GROUP = 32
+MEMORY_MERGE_MIN_ROUNDS = 8
+# ptxas (NVRTC 12.9) spilled 8 bytes in the float32 build at 22 and 23 vectors
+# per thread (512 and 256 threads), none at 24: those plans take 24.
+MEMORY_MERGE_FLOAT_SPILLING_VPT = (22, 23)
+
+
+@functools.lru_cache(maxsize=256)
+def memory_merge_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE) -> ClusterConfig | None:
+    """single_read's memory-merged plan for `rows` rows of `cols` elements on `dev`, or None
+    (a row longer than every resident block holds together)."""
+    vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
+    best, best_cost = None, math.inf
+    for blocks_per_sm in (1, 2):
+        resident = dev.sm_count * blocks_per_sm
+        budget = _smem_budget(dev, blocks_per_sm)
+        for group in range(2, resident + 1):
+            per_block = -(-vecs // group)
+            shape = block_shape(per_block, blocks_per_sm, VPT_TARGET, 2, budget, itemsize)
+            if shape is None or group > shape[0]:
+                continue
+            if itemsize == ITEMSIZE and shape[1] in MEMORY_MERGE_FLOAT_SPILLING_VPT:
+                shape = (shape[0], max(MEMORY_MERGE_FLOAT_SPILLING_VPT) + 1)
+                if shape[1] > _max_vpt(shape[0], blocks_per_sm) or \
+                        _block_smem(*shape, 1) > budget or per_block < MIN_FILL * shape[0] * shape[1]:
+                    continue
+            cost = (-(-rows // (resident // group)) + 1) * (per_block + MEMORY_MERGE_ROUND_VECS) * blocks_per_sm
+            if cost < best_cost:
+                best, best_cost = ClusterConfig(group, *shape, 1, blocks_per_sm, memory_merge=True), cost
+    return best
+
+
+def memory_merge_pays(config: ClusterConfig, rows: int, dev: DeviceInfo) -> bool:
+    """Whether auto takes a memory-merged plan: slices of MEMORY_MERGE_MIN_SLICE vectors
+    or more, groups of at most MEMORY_MERGE_MAX_GROUP blocks, and MEMORY_MERGE_MIN_ROUNDS
+    rounds of resident groups or more."""
+    groups = dev.sm_count * config.blocks_per_sm // config.cluster
+    return config.threads * config.vpt >= MEMORY_MERGE_MIN_SLICE and config.cluster <= MEMORY_MERGE_MAX_GROUP and \
+        -(-rows // groups) >= MEMORY_MERGE_MIN_ROUNDS
+
+
+def memory_merge_slice(config: ClusterConfig, shape: Shape) -> int:
+    """The vectors each block of a memory-merged group takes of every row: the
+    rows' longest body, ceil(cols / elements per vector), split evenly."""
+    return -(-(-(-shape.cols * shape.itemsize // VECTOR_BYTES)) // config.cluster)
+
+
+def _memory_merge_launcher(kernel: cupy.RawKernel, config: ClusterConfig, shape: Shape, dev: DeviceInfo,
+                           groups: int | None) -> Launcher:
+    """A persistent launch of as many groups as can be resident at once (`groups` where
+    given); each call takes its slots (rows x group pairs and the ticket counter) from
+    CuPy's pool on the call's stream, filled with the byte 0xBF."""
+    resident = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+        kernel.kernel.ptr, config.threads, config.smem_bytes) * dev.sm_count
+    if config.cluster > resident:
+        raise CannotRun(f"variant 'single_read': a group of {config.cluster} blocks of {config} cannot be resident "
+                        f"at once on {dev.name} ({resident} blocks can)")
+    groups = min(shape.rows, groups or resident // config.cluster)
+    slice_vecs = memory_merge_slice(config, shape)
+    if slice_vecs > config.threads * config.vpt:
+        raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols}")
+    words, scalars = shape.rows * config.cluster + 1, shape.scalars()
+    grid, block, extra = (groups * config.cluster,), (config.threads,), (np.int64(config.cluster), np.int64(slice_vecs))
+
+    def launch(x: int, y: int, stream) -> None:
+        with stream:
+            slots = cupy.empty(words, dtype=cupy.uint64)
+        cupy.cuda.runtime.memsetAsync(slots.data.ptr, 0xBF, slots.nbytes, stream.ptr)
+        kernel(grid, block, (_ptr(x), _ptr(y), *scalars, *extra, slots), stream=stream,
+               shared_mem=config.smem_bytes)
+
+    return launch
 
 
 def _cluster_kernel(source: str, config, dev: DeviceInfo, defines: dict[str, int] | None = None) -> cupy.RawKernel:
@@ -590,7 +717,7 @@ def _cluster_kernel(source: str, config, dev: DeviceInfo, defines: dict[str, int
     kernel = loader.get_kernel(source, source.removesuffix(".cu"), config.defines(dev) | (defines or {}),
                                device_id=dev.id)
     kernel.max_dynamic_shared_size_bytes = config.smem_bytes
-    if config.cluster > 8:
+    if config.cluster > 8 and not getattr(config, "memory_merge", False):  # a memory-merged group is no cluster
         cupy.cuda.driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
     return kernel
 
@@ -791,7 +918,7 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     config = config or single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     if config is None:
         raise CannotRun(f"variant 'single_read' holds rows of at most "
-                        f"{_single_read_limit(dev, shape.dtype, shape.op)} {shape.dtype} elements on {dev.name}; "
+                        f"{_single_read_max_cols(dev, shape.dtype, shape.op)} {shape.dtype} elements on {dev.name}; "
                         f"got {shape.cols}")
     if config.wide and not holds_wide(shape.dtype, shape.op):
         raise CannotRun(f"variant 'single_read': {config} is a wide plan, for float16 or bfloat16 softmax only; "
@@ -803,6 +930,12 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
             _register_budget(config.threads, config.blocks_per_sm):
         raise CannotRun(f"variant 'single_read': {config} exceeds the register budget for {shape.dtype}")
     config = line_shifted(config, shape, dev)
+    if config.memory_merge:
+        try:
+            kernel = single_read_kernel(config, dev, shape.dtype, shape.op)
+        except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError, RuntimeError) as e:
+            raise CannotRun(f"variant 'single_read': {dev.name} cannot run {config}: {e}") from e
+        return _memory_merge_launcher(kernel, config, shape, dev, groups)
     return _cluster_launcher(lambda c, d: single_read_kernel(c, d, shape.dtype, shape.op), config, shape, dev,
                              groups, "single_read")
 
@@ -824,7 +957,8 @@ def line_shifted(config: ClusterConfig, shape: Shape, dev: DeviceInfo) -> Cluste
     """config with the line shift where the shape's slices need it and the block still fits."""
     if config.line_shift or config.arrays != 1 or (shape.itemsize == ITEMSIZE and config.vpt >= MAX_VPT):
         return config
-    per_block = -(-(shape.cols * shape.itemsize // VECTOR_BYTES) // config.cluster)
+    per_block = memory_merge_slice(config, shape) if config.memory_merge else \
+        -(-(shape.cols * shape.itemsize // VECTOR_BYTES) // config.cluster)
     rows_on_lines = shape.x_offset % LINE_BYTES == 0 and \
         (shape.rows == 1 or shape.ld_x * shape.itemsize % LINE_BYTES == 0)
     if rows_on_lines and (config.cluster == 1 or per_block % LINE_VECS == 0):
@@ -880,11 +1014,24 @@ def _single_read_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softm
     16-byte vectors, so twice as many halves as floats.  The backward holds y and
     dy: about half the forward's row.  wide: the longest row of halves a wide plan
     holds (single_read_plan takes the packed one past it; the limit is the packed one)."""
+    return MAX_CLUSTER * _single_read_block_vecs(dev, op, wide) * VECTOR_BYTES // DTYPES[dtype]
+
+
+def _single_read_block_vecs(dev: DeviceInfo, op: str = "softmax", wide: bool = False) -> int:
+    """The most 16-byte vectors (of each array) one single_read block holds, one block per SM."""
     arrays = 2 if op in BACKWARD_OPS else 1
-    per_block = max((t * min(_max_vpt(t, 1, 2, ITEMSIZE, arrays, wide),
-                             _smem_budget(dev, 1) * 2 // (t * (2 * VECTOR_BYTES * arrays + 1)))
-                     for t in range(MIN_THREADS_PER_SM, 1025, 32)), default=0)
-    return MAX_CLUSTER * per_block * VECTOR_BYTES // DTYPES[dtype]
+    return max((t * min(_max_vpt(t, 1, 2, ITEMSIZE, arrays, wide),
+                        _smem_budget(dev, 1) * 2 // (t * (2 * VECTOR_BYTES * arrays + 1)))
+                for t in range(MIN_THREADS_PER_SM, 1025, 32)), default=0)
+
+
+def _single_read_max_cols(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
+    """The longest row single_read runs: the forward ops past a cluster's limit in a
+    memory-merged group of up to one block on every SM; the backward ops within a cluster."""
+    if op in BACKWARD_OPS:
+        return _single_read_limit(dev, dtype, op)
+    groups_limit = min(dev.sm_count, MIN_THREADS_PER_SM) * _single_read_block_vecs(dev, op) * VECTOR_BYTES
+    return max(_single_read_limit(dev, dtype, op), groups_limit // DTYPES[dtype])
 
 
 # ------------------------------------------------------------------ long rows
@@ -1089,13 +1236,16 @@ _ALL = (
         entries=("single_read", "single_read_warp"),
         backward_source="single_read_backward.cu",  # entry single_read_backward: y and dy on chip
         reads=1, writes=1, min_compute_capability=90,
-        summary="row held on chip across a thread-block cluster, combined through distributed shared memory",
+        summary=("row held on chip across a thread-block cluster, combined through distributed shared memory "
+                 "(past a cluster's reach: across a group of resident blocks, combined through device memory)"),
         launch_rule=(f"rows of <= {WARP_ROW_BYTES} bytes: one warp per row; longer: a persistent grid of resident "
                      "clusters, configuration derived from rows, row length, element size and device "
                      "(single_read_config); slices placed at their sources' offsets in 128-byte lines where rows "
-                     "or slices start off a line (line_shifted)"),
+                     "or slices start off a line (line_shifted); forward rows past a cluster of 16 (or where a "
+                     "smaller group pays): a persistent grid of groups of any resident blocks, merged through "
+                     "device memory (memory_merge_config)"),
         prepare_launch=_prepare_single_read,
-        max_cols=_single_read_limit,
+        max_cols=_single_read_max_cols,
         ops=ALL_OPS,  # backward: y and dy of a row on chip (single_read_backward.cu), each read once
     ),
     Variant(
@@ -1156,12 +1306,18 @@ def get_variant(name: str) -> Variant:
 # from L2); for halves two_pass measured faster than multi_block up to 393216
 # elements (H200, 2026-11-30, ÷ copy: 4096 x 393216 fp16 1.55 against 1.60,
 # 4096 x 151936 bf16 1.41 against 1.51, 512 x 100003 1.53 against 1.90), so
-# up to 768 KB, then multi_block.  Float rows past 1.5 MB (393216 elements,
-# where single_read needs clusters of 16) go to multi_block_l2 first (H200,
-# 2026-12-01, ÷ copy: 1300 x 500000 1.23-1.45 against single_read's 1.56,
-# 1024 x 1048576 1.29 against multi_block's 1.55).  long_row, which reads most
-# of a long row once, measured slower than multi_block (runs 5 and 6: 1.65-2.0
-# against 1.55 x copy); auto does not pick it.
+# up to 768 KB, then multi_block_l2 (H200, 2026-12-01, ÷ copy,
+# notes/tune-runs/2026-12-01-memory-merge-p6.txt: 32-512 x 1048576-4194304
+# bfloat16 softmax 1.38-1.60 against multi_block's 1.47-1.69, 1024 x 2097152
+# float16 log_softmax 1.28 against 1.44).  Float rows past 1.5 MB (393216
+# elements, where single_read needs clusters of 16) go to multi_block_l2 first
+# (H200, 2026-12-01, ÷ copy: 1300 x 500000 1.23-1.45 against single_read's
+# 1.56, 1024 x 1048576 1.29 against multi_block's 1.55).  Past these rules,
+# single_read goes first wherever its plan is a memory-merged group that pays
+# (memory_merge_pays), and is left out where its plan is one that does not.
+# long_row, which reads most of a long row once, measured slower than
+# multi_block (runs 5 and 6: 1.65-2.0 against 1.55 x copy); auto does not
+# pick it.
 SINGLE_READ_FLOAT_ROW_BYTES = 393216 * ITEMSIZE
 AUTO_RULES = {
     4: ((WARP_ROW_BYTES, ("single_read", "three_pass")),
@@ -1172,7 +1328,7 @@ AUTO_RULES = {
     2: ((WARP_ROW_BYTES, ("single_read", "three_pass")),
         (16384, ("three_pass",)),
         (786432, ("single_read", "two_pass")),
-        (math.inf, ("single_read", "multi_block"))),
+        (math.inf, ("single_read", "multi_block_l2", "multi_block"))),
 }
 
 
@@ -1260,6 +1416,14 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
     return shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_BYTES_PER_SM * dev.sm_count
 
 
+def _memory_merged_plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | None:
+    """single_read's plan for a forward shape where it is memory-merged, else None."""
+    if shape.backward or dev.compute_capability < 90 or shape.cols * shape.itemsize <= WARP_ROW_BYTES:
+        return None
+    plan = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
+    return plan if plan is not None and plan.memory_merge else None
+
+
 def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     """variant="auto": the variants to try for this shape on this device, best first.
     The api takes the first whose prepare() does not raise CannotRun."""
@@ -1267,6 +1431,10 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
     if _cluster_row_first(shape, dev) and "cluster_row" not in names:
         names = ("cluster_row",) + names
+    merged = _memory_merged_plan(shape, dev)
+    if merged is not None:  # single_read first where its memory-merged plan pays, else not at all
+        pays = memory_merge_pays(merged, shape.rows, dev)
+        names = ("single_read",) * pays + tuple(n for n in names if n != "single_read")
     names = names + tuple(n for n in FALLBACKS if n not in names)
     return tuple(_REGISTRY[n] for n in names
                  if _REGISTRY[n].unsupported_reason(shape.cols, dev, shape.dtype, shape.op) is None)

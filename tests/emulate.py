@@ -224,13 +224,15 @@ def _in_place_only(op):
         raise ValueError(f"the in-place emulation is of softmax (float32, or halves built wide); got {op}")
 
 
-def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax"):
+def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", slice_vecs=None):
     """single_read.cu with e in place (SR_IN_PLACE: float32 softmax, or half
     softmax built wide, vec=8, through run()): slices per block, per-thread max
-    then e, block and cluster merges, y = e * e^(m_t - M) / S."""
+    then e, block and cluster merges, y = e * e^(m_t - M) / S.  slice_vecs: a
+    memory-merged group's fixed slice (SR_MEMORY_MERGE, `cluster` blocks of
+    slice_vecs vectors each), where a cluster splits the row's body evenly."""
     _in_place_only(op)
     body, scalars = split(row, misalign, vec)
-    per_block = -(-len(body) // cluster)
+    per_block = slice_vecs or -(-len(body) // cluster)
     head, vecs = row_span(len(row), misalign, vec)
     out = np.empty_like(row)
     blocks = []

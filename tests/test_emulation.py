@@ -73,6 +73,19 @@ def test_single_read_any_cluster(cluster):
     assert relative_error(out, softmax_reference(row)) < 1e-6
 
 
+@pytest.mark.parametrize("group", [2, 3, 7, 33])
+@pytest.mark.parametrize("n", [1, 5, 131, 1027])
+@pytest.mark.parametrize("misalign", [0, 1, 3])
+def test_memory_merged_slices_cover_every_row(group, n, misalign):
+    """A memory-merged group's fixed slice, ceil(ceil(n / 4) / group) vectors (the host's
+    memory_merge_slice), covers every row's body whatever its alignment; blocks past the
+    body hold nothing."""
+    row = np.random.default_rng(n + group).standard_normal(n).astype(np.float32)
+    slice_vecs = -(-(-(-n // 4)) // group)
+    out = ALGORITHMS["single_read"](row, misalign, cluster=group, slice_vecs=slice_vecs)
+    assert relative_error(out, softmax_reference(row)) < 1e-6
+
+
 @pytest.mark.parametrize("d", [1, 2, 3])
 @pytest.mark.parametrize("threads, vpt, v0, vecs", [(64, 3, 0, 150), (96, 2, 40, 192), (32, 4, 5, 1), (128, 1, 0, 127)])
 def test_realigned_block_stores_write_every_float_once(threads, vpt, v0, vecs, d):

@@ -49,6 +49,23 @@ def _cluster_row_plans():
                   key=lambda p: (p[0].label(), p[1], p[2]))
 
 
+def _memory_merged_plans():
+    """single_read's memory-merged plans (one build per block shape and dtype/op), with the
+    line shift, and the small groups the GPU tests force."""
+    found = {}
+    for cols in (393217, 500001, 786433, 1 << 20, 2_000_003, 1 << 22):
+        for rows in (32, 4096):
+            for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax")):
+                plan = V.single_read_plan(cols, H200, rows, dtype, op)
+                if plan is not None and plan.memory_merge:
+                    found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, op),
+                                     V.replace(plan, line_shift=True))
+    small = [(V.ClusterConfig(3, 64, 3, 1, 1, memory_merge=True), "float32", "softmax"),
+             (V.ClusterConfig(7, 96, 2, 1, 2, memory_merge=True), "bfloat16", "log_softmax")]
+    return sorted(((plan, dtype, op) for (*_, dtype, op), plan in found.items()), key=lambda p: (p[0].label(), p[1:])) \
+        + small
+
+
 def _long_row_configs():
     return sorted({c for dev in (H200, SMALL_HOPPER) for c in V.long_row_candidates(dev)}, key=lambda c: c.label())
 
@@ -70,6 +87,9 @@ def _builds():
     yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": WARP_ROW_VPT}, id="single_read_warp")
     for c in _derived_configs():
         yield pytest.param("single_read.cu", "sm_90", c.defines(), id=f"single_read-{c.label()}")
+    for c, dtype, op in _memory_merged_plans():
+        yield pytest.param("single_read.cu", "sm_90", c.defines() | kernel_defines(dtype, op),
+                           id=f"single_read-{c.label()}-{dtype}-{op}")
     for arch, cc in (("sm_80", 80), ("sm_90", 90)):  # the builds multi_block_l2 launches
         for dtype in DTYPES:
             for op in ALL_OPS:

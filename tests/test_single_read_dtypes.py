@@ -130,9 +130,10 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
     (8193, "cluster_row", "two_pass"),  # a row of one cluster_row block, at any number of rows
     (100003, "single_read", "two_pass"),
     (393216, "single_read", "two_pass"),  # measured: two_pass before multi_block for halves
-    (393217, "single_read", "multi_block"),
-    (1_572_864, "single_read", "multi_block"),
-    (1_572_865, "multi_block", "multi_block"),
+    (393217, "single_read", "multi_block_l2"),  # multi_block_l2 measured ahead of multi_block
+    (1_572_864, "single_read", "multi_block_l2"),  # a cluster of 16, full (no smaller group)
+    (1_572_865, "single_read", "multi_block_l2"),  # a memory-merged group of 18
+    (1 << 22, "multi_block_l2", "multi_block_l2"),  # groups of 44 do not pay
 ])
 def test_auto_for_halves(dtype, op, cols, on_h200, on_a100):
     assert V.choose(4096, cols, H200, dtype, op).name == on_h200
@@ -296,13 +297,26 @@ def test_the_wide_define_is_chosen_for_half_softmax_only(dtype, op):
     (4096, 128256, False),  # 2 -> 4 blocks: no better (1.35 against 1.29)
     (4096, 151936, False),
     (512, 100003, False),
-    (4096, 786433, False),  # no wide plan holds it (the wide limit is 786432 halves)
+    (32, 786433, False),  # no wide plan holds it (the wide limit is 786432 halves)
 ])
 def test_half_softmax_takes_the_wide_plan_where_it_was_measured_faster(dtype, rows, cols, wide):
     c = V.single_read_plan(cols, H200, rows, dtype, "softmax")
     assert c.wide == wide, c
     if not wide:
         assert c == V.single_read_config(cols, H200, rows, V.DTYPES[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_memory_merged_groups_take_the_place_of_clusters_of_16_where_they_pay(dtype):
+    """4096 rows of 786433 halves (393217 floats): a group of 9-10 blocks; 32 rows: too few
+    rounds, the cluster of 16; 1572864 halves (786432 floats): the cluster is full, no smaller
+    group."""
+    cols = 786433 if dtype != "float32" else 393217
+    merged = V.single_read_plan(cols, H200, 4096, dtype, "log_softmax")
+    assert merged.memory_merge and merged.cluster < V.MAX_CLUSTER and V.memory_merge_pays(merged, 4096, H200)
+    assert not V.single_read_plan(cols, H200, 32, dtype, "log_softmax").memory_merge
+    full = V.single_read_plan((3 << 20) // V.DTYPES[dtype], H200, 4096, dtype, "log_softmax")
+    assert not full.memory_merge and full.cluster == V.MAX_CLUSTER
 
 
 @pytest.mark.parametrize("dtype", V.DTYPES)
@@ -321,7 +335,7 @@ def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols)
     shape = V.Shape(8, cols, cols, cols, itemsize=isz, dtype=dtype, op=op, ld_g=cols if op in V.BACKWARD_OPS else 0)
     with pytest.raises((RuntimeError, V.CannotRun)):
         V.get_variant("single_read").prepare(shape, H200)
-    if cols > V._single_read_limit(H200, dtype, op):
+    if cols > V._single_read_max_cols(H200, dtype, op):
         assert not seen
         return
     (source, entry, defines), = seen
@@ -337,15 +351,16 @@ def test_rows_past_the_wide_limit_get_the_packed_plan(dev, dtype):
     wide_limit = V._single_read_limit(dev, dtype, wide=True)
     limit = V._single_read_limit(dev, dtype)
     assert V._single_read_limit(dev, "float32") <= wide_limit < limit  # wide holds at least float32's row
-    assert V.get_variant("single_read").max_cols(dev, dtype) == limit == V._single_read_limit(dev, dtype, "log_softmax")
+    assert limit == V._single_read_limit(dev, dtype, "log_softmax")
+    assert V.get_variant("single_read").max_cols(dev, dtype) == V._single_read_max_cols(dev, dtype) > limit
     for rows in WIDE_ROWS:
         for cols in (wide_limit - 1, wide_limit):
             assert V.single_read_plan(cols, dev, rows, dtype).wide
         for cols in (wide_limit + 1, (wide_limit + limit) // 2, limit):
             c = V.single_read_plan(cols, dev, rows, dtype)
-            assert not c.wide and c == V.single_read_config(cols, dev, rows, 2)
+            assert not c.wide and (c == V.single_read_config(cols, dev, rows, 2) or c.memory_merge)
             assert c.capacity_vecs * 8 >= cols
-        assert V.single_read_plan(limit + 1, dev, rows, dtype) is None
+        assert V.single_read_plan(limit + 1, dev, rows, dtype).memory_merge  # past a cluster: a group
 
 
 @pytest.mark.parametrize("defines, why", [

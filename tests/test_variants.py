@@ -85,7 +85,7 @@ def _registers(c: ClusterConfig) -> int:
 @pytest.mark.parametrize("rows", [1, 32, 132, 512, 4096, 1 << 20])
 def test_derived_plans_hold_fill_and_fit(dev, rows):
     for cols in LENGTHS:
-        if cols > get_variant("single_read").max_cols(dev):
+        if cols > V._single_read_limit(dev):  # past a cluster: memory-merged groups (single_read_plan)
             assert single_read_config(cols, dev, rows) is None
             continue
         c = single_read_config(cols, dev, rows)
@@ -133,6 +133,73 @@ def test_cluster_config_rejects_what_the_kernel_cannot_run(bad):
         ClusterConfig(**args)
 
 
+# ------------------------------------------------------------ memory-merged groups
+@pytest.mark.parametrize("bad", [dict(cluster=1), dict(cluster=129), dict(arrays=2), dict(threads=512, vpt=40),
+                                 dict(threads=100)])
+def test_memory_merged_config_rejects_what_the_kernel_cannot_run(bad):
+    args = dict(cluster=33, threads=128, vpt=8, stages=1, memory_merge=True) | bad
+    with pytest.raises(ValueError):
+        ClusterConfig(**args)
+
+
+def test_memory_merged_config_builds_plain_blocks_of_any_group_size():
+    c = ClusterConfig(33, 512, 16, 1, memory_merge=True)  # not a power of two, past a cluster's 16
+    assert c.defines()["SR_CLUSTER"] == 1 and c.defines()["SR_MEMORY_MERGE"] == 1
+    assert c.label() == "33x512x16x1x1m" and c.capacity_vecs == 33 * 512 * 16
+    assert "SR_MEMORY_MERGE" not in ClusterConfig(16, 512, 16, 1).defines()
+
+
+@pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=["h200", "small"])
+@pytest.mark.parametrize("itemsize", [4, 2])
+@pytest.mark.parametrize("rows", [1, 32, 132, 4096])
+def test_memory_merged_plans_hold_fill_and_fit(dev, itemsize, rows):
+    for cols in (393217, 500001, 786433, 1 << 20, 3_000_017, 1 << 22, 6_000_000):
+        c = V.memory_merge_config(cols, dev, rows, itemsize)
+        if c is None:
+            assert cols * itemsize > dev.sm_count * V._single_read_block_vecs(dev) * 16
+            continue
+        vecs = -(-cols * itemsize // 16)
+        shape = V.Shape(rows, cols, cols, cols, itemsize=itemsize, dtype="float32" if itemsize == 4 else "bfloat16")
+        assert c.memory_merge and not c.wide and c.stages == 1
+        assert 2 <= c.cluster <= min(c.threads, dev.sm_count * c.blocks_per_sm)  # a group can be resident at once
+        assert c.cluster * V.memory_merge_slice(c, shape) >= vecs
+        assert V.memory_merge_slice(c, shape) <= c.threads * c.vpt  # every slice fits its block
+        assert vecs / c.capacity_vecs >= V.MIN_FILL, (cols, rows, c)
+        assert V._block_smem(c.threads, c.vpt, 1) + V.SMEM_RESERVED <= \
+            min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // c.blocks_per_sm)
+        assert V._registers_needed(c.vpt, c.cluster, itemsize) <= _registers(c)
+        assert itemsize != 4 or c.vpt not in V.MEMORY_MERGE_FLOAT_SPILLING_VPT
+
+
+def test_memory_merged_groups_pay_with_long_slices_small_groups_and_many_rounds():
+    assert V.memory_merge_pays(ClusterConfig(22, 512, 24, 1, memory_merge=True), 256, H200)
+    assert not V.memory_merge_pays(ClusterConfig(22, 512, 24, 1, memory_merge=True), 32, H200)  # 6 rounds
+    assert not V.memory_merge_pays(ClusterConfig(33, 512, 16, 1, memory_merge=True), 4096, H200)  # short slices
+    assert not V.memory_merge_pays(ClusterConfig(44, 512, 24, 1, memory_merge=True), 4096, H200)  # a large group
+
+
+def test_single_read_holds_longer_forward_rows_than_a_cluster():
+    sr = get_variant("single_read")
+    for dtype in ("float32", "bfloat16"):
+        assert sr.max_cols(H200, dtype) > V._single_read_limit(H200, dtype)
+        assert sr.max_cols(H200, dtype, "softmax_backward") == V._single_read_limit(H200, dtype, "softmax_backward")
+        assert V.single_read_plan(sr.max_cols(H200, dtype), H200, 8, dtype).memory_merge
+        assert V.single_read_plan(sr.max_cols(H200, dtype) + 64, H200, 8, dtype) is None
+
+
+@pytest.mark.parametrize("rows, cols, first", [
+    (4096, 500000, "single_read"), (256, 1 << 20, "single_read"), (32, 1 << 20, "multi_block_l2"),
+    (128, 1 << 22, "multi_block_l2"), (64, 600000, "multi_block_l2"), (4096, 393216, "single_read"),
+])
+def test_auto_takes_memory_merged_groups_where_they_pay(rows, cols, first):
+    shape = V.Shape(rows, cols, cols, cols)
+    prefs = [v.name for v in V.preferences(shape, H200)]
+    assert prefs[0] == first
+    plan = V.single_read_plan(cols, H200, rows)
+    if plan.memory_merge and not V.memory_merge_pays(plan, rows, H200):
+        assert "single_read" not in prefs
+
+
 @pytest.mark.parametrize("bad", [dict(cluster=12), dict(threads=48), dict(smem_vpt=0), dict(vpt=30)])
 def test_long_row_config_rejects_what_the_kernel_cannot_run(bad):
     with pytest.raises(ValueError):
@@ -170,10 +237,10 @@ def test_auto_never_fails_to_offer_a_variant():
     (100003, "cluster_row", "multi_block_l2"),  # clusters of 8 (CLUSTER_ROW_ANY_ROWS_CLUSTER)
     (151936, "single_read", "multi_block_l2"),  # clusters of 16 at 4096 rows: 18 MiB per SM
     (393216, "single_read", "multi_block_l2"),
-    (393217, "multi_block_l2", "multi_block_l2"),  # single_read would need clusters of 16 (notes/TUNING.md)
-    (786433, "multi_block_l2", "multi_block_l2"),
-    (1 << 20, "multi_block_l2", "multi_block_l2"),  # long_row measured slower (notes/TUNING.md, runs 5-6)
-    (1 << 22, "multi_block_l2", "multi_block_l2"),
+    (393217, "single_read", "multi_block_l2"),  # a memory-merged group of 10 in place of a cluster of 16
+    (786433, "multi_block_l2", "multi_block_l2"),  # the group's slices are too short to pay (memory_merge_pays)
+    (1 << 20, "single_read", "multi_block_l2"),  # groups of 22 blocks; long_row measured slower (runs 5-6)
+    (1 << 22, "multi_block_l2", "multi_block_l2"),  # groups of 132 blocks do not pay
 ])
 def test_auto_rules(cols, on_h200, on_a100):
     assert choose(4096, cols, H200).name == on_h200
