@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import sys
@@ -52,7 +53,15 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return args.func(args)
+    try:
+        status = args.func(args)
+        sys.stdout.flush()  # here, so that a closed pipe is caught below rather than at exit
+        return status
+    except BrokenPipeError:
+        # The reader (head, less) closed the pipe: stop quietly, as other command-line
+        # tools do, with stdout pointed at devnull so that the exit's flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -57,6 +57,21 @@ def test_info_compile_checks_every_kernel_and_says_plainly_what_is_missing(tmp_p
         assert "upgrade" not in p.stdout.lower() and "insufficient" not in p.stdout.lower()
 
 
+def test_a_reader_that_closes_the_pipe_stops_the_cli_quietly(tmp_path):
+    """`lab report ... | head -1`: the pipe's reader is gone before the first write."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    try:
+        p = subprocess.run([sys.executable, "-m", "softmax_lab", "report", "--table", str(ROOT / "results" / "dtype_op.json")],
+                           check=False, cwd=tmp_path, env=env, stdout=write_end, stderr=subprocess.PIPE, text=True,
+                           timeout=300)
+    finally:
+        os.close(write_end)
+    assert p.returncode == 1
+    assert "Traceback" not in p.stderr and "BrokenPipeError" not in p.stderr, p.stderr
+
+
 def test_version(tmp_path):
     p = run_cli("--version", cwd=tmp_path)
     assert p.returncode == 0 and re.fullmatch(r"softmax-lab \d+\.\d+\.\d+.*\n", p.stdout), p.stdout
