@@ -755,9 +755,13 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #      CR_MAX_BLOCKS_PER_SM) as the register model allows:
 #      CR_REGISTERS_PER_VECTOR x vpt + CR_OTHER_REGISTERS, at least
 #      CR_MIN_REGISTERS, rounded up to 8 (tests/test_loader.py compiles the
-#      plans of a grid of shapes and checks ptxas spills nothing);
+#      plans of a grid of shapes and checks ptxas spills nothing); float32
+#      forward clusters of 16 whose blocks leave an SM fewer than
+#      CR_MIN_THREADS_PER_SM threads take CR_WIDER_THREADS-thread blocks
+#      where those keep as many blocks per SM (step 3b, below);
 #   4. the loads' L2 policy: evict-last (LOAD_KEEP), or evict-first (.cs)
-#      for fewer rows than SMs and for clusters of 16 blocks at two per SM.
+#      for fewer rows than SMs and for clusters of 16 blocks of 256 threads
+#      at two per SM.
 #      H200, 2026-12-01 (notes/tune-runs/2026-12-01-policies-p*.txt, float32
 #      softmax ÷ copy, evict-last / evict-first): 528-16384 rows of
 #      20000-151936 columns 1.00-1.14 / 1.09-1.20 (16384 x 32000 1.00 /
@@ -788,6 +792,18 @@ CR_OTHER_REGISTERS = {(1, 4): 24, (1, 2): 32, (2, 4): 32, (2, 2): 40}
 CR_MIN_REGISTERS = {1: 32, 2: 48}  # by arrays
 CR_ONE_BLOCK_REGISTERS = 8
 CR_MAX_BLOCKS_PER_SM = 8
+# Step 3b (float32 forward, clusters of 16): 256-thread blocks at two per SM
+# (15-24 vectors per thread) leave an SM 512 threads; 384-thread blocks at the
+# same two per SM take their place.  H200, 2026-12-01 (notes/tune-runs/2026-12-01-cluster-row-wider-p10.txt,
+# ÷ copy, back to back): 132 x 262144 1.25 against 1.28, 264 x 262144 1.22
+# against 1.28, 132 x 300001 1.17 against 1.28, their loads evict-last (evict-first
+# 1.27 / 1.27 / 1.23); where 384 threads would drop to one block per SM (132 and
+# 264 x 393216: 1.43-1.45 against 1.21) and where 256 threads keep three
+# (212993-229376 columns: 1.27-1.29 against 1.20) the plan stays; 512
+# threads at two per SM ran 1-3 % behind 384 at 262144-300001 and 10 % behind
+# the plan at 212993.
+CR_WIDER_THREADS = 384
+CR_MIN_THREADS_PER_SM = 768
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535  # CUDA's limits on a grid's x and y dimensions
 
 
@@ -840,7 +856,13 @@ def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: 
         cluster *= 2
     vpt = -(-(-(-vecs // cluster)) // threads)
     blocks_per_sm = cluster_row_blocks_per_sm(threads, vpt, arrays, itemsize, cluster)
-    stream = arrays == 1 and (rows < dev.sm_count or (cluster == MAX_CLUSTER and blocks_per_sm <= 2))
+    if (arrays, itemsize) == (1, ITEMSIZE) and cluster == MAX_CLUSTER and threads < CR_WIDER_THREADS and \
+            threads * blocks_per_sm < CR_MIN_THREADS_PER_SM:
+        wider = -(-(-(-vecs // cluster)) // CR_WIDER_THREADS)
+        if cluster_row_blocks_per_sm(CR_WIDER_THREADS, wider, arrays, itemsize, cluster) >= blocks_per_sm:
+            threads, vpt = CR_WIDER_THREADS, wider
+    stream = arrays == 1 and (rows < dev.sm_count or
+                              (cluster == MAX_CLUSTER and blocks_per_sm <= 2 and threads < CR_WIDER_THREADS))
     return RowClusterPlan(cluster, threads, vpt, blocks_per_sm, stream)
 
 
@@ -1405,7 +1427,8 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
     arrays = 2 if shape.backward else 1
     plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, arrays)
     shapes = CR_BLOCK_SHAPES[arrays, shape.itemsize]
-    if plan is None or not any(plan.threads == t and plan.vpt <= v for t, v in shapes[:2]):
+    if plan is None or not (plan.threads == CR_WIDER_THREADS or
+                            any(plan.threads == t and plan.vpt <= v for t, v in shapes[:2])):
         return False
     if shape.backward:
         return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or \

@@ -72,6 +72,7 @@ def test_single_read_configs_at_every_alignment(config, x_off, y_off):
     (19, 520, 0, 1), (5, 1000, 1, 2), (3, 1024, 3, 1), (2, 37, 2, 3),  # single_read_warp
     (1, 1025, 1, 0), (3, 4097, 0, 3), (7, 32000, 2, 1), (33, 65537, 3, 2), (5, 100003, 1, 3), (132, 128256, 0, 2),
     (2, 151936, 3, 3), (1, 393217, 0, 1), (40, 500000, 2, 0), (3, 786432, 1, 2),
+    (132, 262147, 1, 3), (7, 300001, 2, 1),  # cluster_row's 384-thread blocks (step 3b)
 ])
 def test_auto_at_odd_lengths_views_and_misaligned_out(rows, cols, x_off, y_off):
     x, y, yb = _views(rows, cols, x_off, y_off, seed=rows * cols)
@@ -87,7 +88,8 @@ def test_few_rows(rows, cols):
     _check_rows(y, x)
 
 
-@pytest.mark.parametrize("rows, cols, x_off, y_off", [(100, 70001, 1, 2), (37, 9000, 0, 3), (5, 151936, 3, 0)])
+@pytest.mark.parametrize("rows, cols, x_off, y_off", [(100, 70001, 1, 2), (37, 9000, 0, 3), (5, 151936, 3, 0),
+                                                   (20, 262147, 2, 1)])
 def test_cluster_row_rows_over_several_grid_lines(monkeypatch, rows, cols, x_off, y_off):
     """More rows than a grid line takes (MAX_GRID_X made small): every line's
     rows written, the last line's spare clusters idle."""

@@ -263,10 +263,14 @@ def test_cluster_row_plans_hold_the_row_within_a_vector_per_thread(dev, itemsize
             vecs = -(-cols * itemsize // 16)
             shapes = V.CR_BLOCK_SHAPES[arrays, itemsize]
             assert plan.cluster in (1, 2, 4, 8, 16)
-            assert any(plan.threads == t and plan.vpt <= v for t, v in shapes)
-            # the first block shape whose cluster of 16 holds the row
+            # the first block shape whose cluster of 16 holds the row, or (step 3b) its 384-thread
+            # blocks where 256-thread ones would leave an SM fewer than 768 threads
             t, v = next((t, v) for t, v in shapes if vecs <= 16 * t * v)
-            assert plan.threads == t and plan.vpt <= v
+            if plan.threads == V.CR_WIDER_THREADS:
+                assert (arrays, itemsize, plan.cluster, t) == (1, 4, 16, 256)
+                assert 256 * V.cluster_row_blocks_per_sm(256, -(-(-(-vecs // 16)) // 256), 1, 4, 16) < V.CR_MIN_THREADS_PER_SM
+            else:
+                assert plan.threads == t and plan.vpt <= v
             per_block = -(-vecs // plan.cluster)
             assert plan.threads * (plan.vpt - 1) < per_block <= plan.threads * plan.vpt  # the block is filled
             budget = V.REGISTERS_PER_SM // (plan.threads * plan.blocks_per_sm)
@@ -285,8 +289,11 @@ def test_cluster_row_loads_evict_last_but_for_few_rows_and_clusters_of_16_at_two
     assert not V.cluster_row_plan(151936, H200, 4096).stream_loads  # 16 x 256 x 10, four blocks per SM
     assert V.cluster_row_plan(32000, H200, 131).stream_loads  # fewer rows than SMs
     assert not V.cluster_row_plan(32000, H200, 132).stream_loads
-    wide = V.cluster_row_plan(262144, H200, 4096)
-    assert (wide.cluster, wide.blocks_per_sm, wide.stream_loads) == (16, 2, True)
+    wide = V.cluster_row_plan(393216, H200, 4096)  # 16 x 256 x 24 at two blocks per SM
+    assert (wide.cluster, wide.threads, wide.blocks_per_sm, wide.stream_loads) == (16, 256, 2, True)
+    wider = V.cluster_row_plan(262144, H200, 4096)  # 384-thread blocks (step 3b): evict-last
+    assert (wider.cluster, wider.threads, wider.blocks_per_sm, wider.stream_loads) == (16, 384, 2, False)
+    assert V.cluster_row_plan(262144, H200, 32).stream_loads  # fewer rows than SMs
     assert not V.cluster_row_plan(65536, H200, 8, arrays=2).stream_loads  # the backward: always evict-last
     assert V.cluster_row_plan(32000, H200, 4096).defines().get("CR_STREAM_LOADS", 0) == 0
     assert V.cluster_row_plan(32000, H200, 8).defines()["CR_STREAM_LOADS"] == 1
@@ -317,6 +324,8 @@ def test_cluster_row_has_no_plan_before_hopper():
     (264, 393216, "float32", "softmax", "cluster_row"),
     (265, 393216, "float32", "softmax", "single_read"),
     (32, 425984, "float32", "softmax", "multi_block_l2"),  # 512-thread blocks: not first
+    (132, 262144, "float32", "softmax", "cluster_row"),  # 384-thread blocks (step 3b)
+    (132, 300001, "float32", "softmax", "cluster_row"),
     (1056, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: up to 8 rows per SM
     (1057, 65536, "float32", "softmax_backward", "single_read"),
     (4096, 131072, "float32", "softmax_backward", "single_read"),
