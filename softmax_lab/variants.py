@@ -90,6 +90,12 @@ class CannotRun(ValueError):
     """A variant cannot run this shape on this device (variant="auto" then tries the next)."""
 
 
+# What building a kernel or asking the driver about it raises where the device
+# refuses a configuration (its cluster size, its shared memory, a small part,
+# a MIG slice): the prepares turn these into CannotRun.
+DEVICE_REFUSALS = (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError, RuntimeError)
+
+
 # launcher(x_ptr, y_ptr, stream): one call's launches, everything else resolved.
 Launcher = Callable[[int, int, cupy.cuda.Stream], None]
 
@@ -683,22 +689,26 @@ def memory_merge_slice(config: ClusterConfig, shape: Shape) -> int:
     return -(-(-(-shape.cols * shape.itemsize // VECTOR_BYTES)) // config.cluster)
 
 
-def _memory_merge_launcher(kernel: cupy.RawKernel, config: ClusterConfig, shape: Shape, dev: DeviceInfo,
-                           groups: int | None) -> Launcher:
-    """A persistent launch of as many groups as can be resident at once (`groups` where
-    given); each call takes its slots (rows x group pairs and the ticket counter) from
-    CuPy's pool on the call's stream, filled with the byte 0xBF."""
-    resident = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-        kernel.kernel.ptr, config.threads, config.smem_bytes) * dev.sm_count
+def _memory_merge_launcher(make_kernel: Callable, config: ClusterConfig, shape: Shape, dev: DeviceInfo,
+                           groups: int | None, name: str) -> Launcher:
+    """_cluster_launcher for a memory-merged plan (which holds the row: the caller
+    checks its capacity): a persistent launch of as many groups as can be resident
+    at once (`groups` where given); each call takes its slots (rows x group pairs
+    and the ticket counter) from CuPy's pool on the call's stream, filled with the
+    byte 0xBF."""
+    try:
+        kernel = make_kernel(config, dev)
+        resident = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            kernel.kernel.ptr, config.threads, config.smem_bytes) * dev.sm_count
+    except DEVICE_REFUSALS as e:
+        raise CannotRun(f"variant {name!r}: {dev.name} cannot run {config}: {e}") from e
     if config.cluster > resident:
-        raise CannotRun(f"variant 'single_read': a group of {config.cluster} blocks of {config} cannot be resident "
+        raise CannotRun(f"variant {name!r}: a group of {config.cluster} blocks of {config} cannot be resident "
                         f"at once on {dev.name} ({resident} blocks can)")
     groups = min(shape.rows, groups or resident // config.cluster)
-    slice_vecs = memory_merge_slice(config, shape)
-    if slice_vecs > config.threads * config.vpt:
-        raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols}")
     words, scalars = shape.rows * config.cluster + 1, shape.scalars()
-    grid, block, extra = (groups * config.cluster,), (config.threads,), (np.int64(config.cluster), np.int64(slice_vecs))
+    extra = (np.int64(config.cluster), np.int64(memory_merge_slice(config, shape)))
+    grid, block = (groups * config.cluster,), (config.threads,)
 
     def launch(x: int, y: int, stream) -> None:
         with stream:
@@ -882,7 +892,7 @@ def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | N
     try:
         kernel = _cluster_kernel("cluster_row.cu", plan, dev, kernel_defines(shape.dtype, shape.op))
         resident = resident_groups(plan, kernel, dev)
-    except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError, RuntimeError) as e:
+    except DEVICE_REFUSALS as e:
         raise CannotRun(f"variant 'cluster_row': {dev.name} cannot run {plan}: {e}") from e
     if resident < 1:
         raise CannotRun(f"variant 'cluster_row': no cluster of {plan} can be resident on {dev.name}")
@@ -918,7 +928,7 @@ def _cluster_launcher(make_kernel: Callable, config, shape: Shape, dev: DeviceIn
     try:
         kernel = make_kernel(config, dev)
         groups = min(shape.rows, groups or resident_groups(config, kernel, dev))
-    except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError, RuntimeError) as e:
+    except DEVICE_REFUSALS as e:
         raise CannotRun(f"variant {name!r}: {dev.name} cannot run {config}: {e}") from e
     if groups < 1:
         raise CannotRun(f"variant {name!r}: no cluster of {config} can be resident on {dev.name}")
@@ -952,14 +962,9 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
             _register_budget(config.threads, config.blocks_per_sm):
         raise CannotRun(f"variant 'single_read': {config} exceeds the register budget for {shape.dtype}")
     config = line_shifted(config, shape, dev)
-    if config.memory_merge:
-        try:
-            kernel = single_read_kernel(config, dev, shape.dtype, shape.op)
-        except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError, RuntimeError) as e:
-            raise CannotRun(f"variant 'single_read': {dev.name} cannot run {config}: {e}") from e
-        return _memory_merge_launcher(kernel, config, shape, dev, groups)
-    return _cluster_launcher(lambda c, d: single_read_kernel(c, d, shape.dtype, shape.op), config, shape, dev,
-                             groups, "single_read")
+    launcher = _memory_merge_launcher if config.memory_merge else _cluster_launcher
+    return launcher(lambda c, d: single_read_kernel(c, d, shape.dtype, shape.op), config, shape, dev, groups,
+                    "single_read")
 
 
 # The line shift (single_read.cu, SR_LINE_SHIFT): a bulk copy whose source and
@@ -1279,8 +1284,10 @@ _ALL = (
                  "combined through distributed shared memory"),
         launch_rule=("the first block shape of CR_BLOCK_SHAPES (threads, most vectors per thread) whose cluster of 16 "
                      "holds the row; the smallest cluster that holds it, doubled while clusters are fewer than SMs; "
-                     "blocks per SM from the register model; loads evict-last, or evict-first for fewer rows than "
-                     "SMs and clusters of 16 at two blocks per SM (cluster_row_plan)"),
+                     "blocks per SM from the register model; float32 clusters of 16 whose 256-thread blocks leave an SM "
+                     "fewer than 768 threads take 384-thread blocks where those keep as many per SM; loads evict-last, "
+                     "or evict-first for fewer rows than SMs and clusters of 16 of 256 threads at two blocks per SM "
+                     "(cluster_row_plan)"),
         prepare_launch=_prepare_cluster_row,
         max_cols=_cluster_row_limit,
         ops=ALL_OPS,  # backward: y and dy of a row held, each read once
@@ -1385,7 +1392,8 @@ FALLBACKS = ("two_pass", "multi_block")
 
 
 # cluster_row before the rules above, for rows longer than three_pass's 16 KB
-# that its 256-thread blocks hold (its first or its wide block shape): at
+# that its 256-thread blocks hold (its first or its wide block shape, or the
+# 384-thread blocks that take the wide shape's place, step 3b): at
 # any number of rows where its plan takes clusters of at most
 # CLUSTER_ROW_ANY_ROWS_CLUSTER blocks (halves: at CLUSTER_ROW_HALVES_BLOCKS_PER_SM
 # blocks per SM or more); otherwise the forward ops while the input is at

@@ -374,6 +374,26 @@ def test_a_plan_the_device_cannot_hold_is_cannot_run(monkeypatch, failure):
     assert issubclass(V.CannotRun, ValueError)
 
 
+@pytest.mark.parametrize("failure", ["group too large", "driver refuses"])
+def test_a_memory_merged_plan_the_device_cannot_hold_is_cannot_run(monkeypatch, failure):
+    """The same for a memory-merged group: more blocks than can be resident at once,
+    or an occupancy query the driver refuses."""
+    class Kernel:
+        kernel = type("Function", (), {"ptr": 0})()
+
+    def occupancy(ptr, threads, smem):
+        if failure == "driver refuses":
+            raise V.cupy.cuda.driver.CUDADriverError(1)
+        return 0
+
+    monkeypatch.setattr(V, "single_read_kernel", lambda config, dev, *dtype_op: Kernel())
+    monkeypatch.setattr(V.cupy.cuda.driver, "occupancyMaxActiveBlocksPerMultiprocessor", occupancy)
+    shape = V.Shape(300, 1 << 20, 1 << 20, 1 << 20)
+    assert V.single_read_plan(shape.cols, H200, shape.rows).memory_merge
+    with pytest.raises(V.CannotRun, match="cannot (run|be resident)"):
+        get_variant("single_read").prepare(shape, H200)
+
+
 def test_a_forced_configuration_that_does_not_hold_the_row_is_cannot_run():
     with pytest.raises(V.CannotRun, match="does not hold"):
         get_variant("single_read").prepare(V.Shape(4, 40000, 40000, 40000), H200, config=ClusterConfig(1, 256, 8, 1))
