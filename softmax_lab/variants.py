@@ -305,16 +305,21 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
 #   4. one or two blocks per SM and c_min or 2 * c_min: the least estimated
 #      time, rounds of resident clusters (plus one to fill and drain the
 #      pipeline) x the slice a block moves per round x blocks sharing an SM,
-#      x (1 + LARGER_CLUSTER_COST) for 2 * c_min; ties go to the first of
-#      (c_min, one block per SM), (c_min, two), (2 * c_min, one), (2 * c_min, two).
+#      x (1 + LARGER_CLUSTER_COST) for 2 * c_min; halves (forward) x (1 +
+#      HALVES_ONE_BLOCK_COST) for one block per SM in a cluster, and at two
+#      blocks per SM the fewest threads and no cluster of MAX_CLUSTER; ties go
+#      to the first of (c_min, one block per SM), (c_min, two), (2 * c_min,
+#      one), (2 * c_min, two).
 #   5. float16/bfloat16 softmax: the wide plan (ClusterConfig.wide, SR_WIDE:
 #      halves widened to floats in registers, 8 registers per vector, so e
 #      stays in place and each element takes one exponential, not two) where
-#      one holds the row and its cluster is no larger than the packed plan's,
-#      or the packed plan's is WIDE_FROM_CLUSTER blocks or more (measured on
-#      the H200, below); else the packed plan (4 registers per vector), which
-#      holds rows twice as long (single_read_plan).  The stages hold the halves
-#      either way.
+#      one holds the row and, against a packed plan of one block per SM, its
+#      cluster is no larger or the packed plan's is WIDE_FROM_CLUSTER blocks
+#      or more; against one of two blocks per SM, its cluster is smaller, or
+#      the same with WIDE_MAX_VPT vectors per thread (measured on the H200,
+#      below); else the packed plan (4 registers per
+#      vector), which holds rows twice as long (single_read_plan).  The stages
+#      hold the halves either way.
 VECTOR_BYTES = 16  # every kernel moves 16-byte vectors (4 fp32, 8 fp16/bf16 elements)
 REGISTERS_PER_SM = 65536  # every sm_70+ device
 OTHER_REGISTERS = 32  # registers per thread besides the row (indices, reductions)
@@ -527,16 +532,22 @@ def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
     rows of `cols` on `dev` and the next, one or two blocks per SM.  arrays=2:
     the backward's, y and dy on chip (twice the bytes per element; vpt and its
     target count vector pairs).  wide: halves widened in registers (8 registers
-    per vector, so vpt and its target are halved as for arrays=2)."""
+    per vector, so vpt and its target are halved as for arrays=2).  Halves
+    (forward) at two blocks per SM take the fewest threads, and no cluster of
+    MAX_CLUSTER blocks (see HALVES_ONE_BLOCK_COST)."""
     vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
     vpt_target = max(1, vpt_target // (arrays * _registers_per_vector(wide) // 4))
+    halves_forward = itemsize != ITEMSIZE and arrays == 1
     sizes = [c for c in (1, 2, 4, 8, 16)
              if c <= MAX_CLUSTER and _config_for(vecs, c, 1, dev, vpt_target, itemsize, arrays, wide)]
     sizes = sizes[:1] + [c for c in sizes[1:2] if vecs // c >= MIN_SLICE]
     found = []
     for cluster in sizes:
         for blocks_per_sm in (1, 2):
-            config = _config_for(vecs, cluster, blocks_per_sm, dev, vpt_target, itemsize, arrays, wide)
+            if halves_forward and blocks_per_sm == 2 and cluster == MAX_CLUSTER:
+                continue
+            target = MAX_VPT if halves_forward and blocks_per_sm == 2 else vpt_target
+            config = _config_for(vecs, cluster, blocks_per_sm, dev, target, itemsize, arrays, wide)
             if config is not None:
                 found.append(config)
     return found
@@ -551,24 +562,48 @@ def estimated_groups(config, dev: DeviceInfo) -> int:
 
 
 def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, groups: int | None = None,
-              smallest_cluster: int | None = None, itemsize: int = ITEMSIZE) -> float:
-    """Estimated time, in vectors moved by one block: rounds x slice x blocks per SM."""
+              smallest_cluster: int | None = None, itemsize: int = ITEMSIZE, one_block_cost: float = 0.0) -> float:
+    """Estimated time, in vectors moved by one block: rounds x slice x blocks per SM, times
+    1 + LARGER_CLUSTER_COST past the smallest cluster and 1 + one_block_cost for one block
+    per SM in a cluster."""
     vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
     rounds = -(-rows // (groups or estimated_groups(config, dev))) + 1
     per_block = -(-vecs // config.cluster)
     larger = config.cluster > (smallest_cluster or config.cluster)
-    return rounds * per_block * config.blocks_per_sm * (1 + (LARGER_CLUSTER_COST if larger else 0.0))
+    alone = config.blocks_per_sm == 1 and config.cluster > 1
+    return rounds * per_block * config.blocks_per_sm * (1 + (LARGER_CLUSTER_COST if larger else 0.0)) * \
+        (1 + (one_block_cost if alone else 0.0))
+
+
+# Packed halves (forward), one block per SM or two (H200, 2026-12-01, eleventh
+# session, notes/tune-runs/2026-12-01-two-blocks-p12.txt and -p13.txt, bfloat16
+# ÷ copy, 4096 rows): where the row needs a cluster, a second block per SM at
+# twice the cluster, 256 threads a block, hides what one block per SM leaves
+# exposed (its instructions, the per-row barrier and merge): softmax 100003,
+# 128256, 151936 columns 1.22, 1.13, 1.13 against the one-block plans' 1.30,
+# 1.22, 1.18 (float16 1.26, 1.12, 1.11 against 1.30, 1.21, 1.17); log_softmax
+# 200003, 262144, 393216 1.19, 1.10, 1.11 against 1.28, 1.14-1.15, 1.13, and
+# level (within 1 %) at 100003-151936.  Not for single blocks, whose stages
+# overlap rows already (log_softmax 50257: 1 x 512 x 13 1.14 against 2 x 256 x
+# 13 x 2's 1.24), and not in clusters of 16 (4096 x 393216 softmax 16 x 256 x
+# 12 x 2 1.50 against 8 x 256 x 24 x 2's 1.18).  Fewer threads did better at two
+# blocks per SM: 4 x 256 x 19 1.12-1.13 against 4 x 320 x 15 1.12-1.14 at 151936,
+# 4 x 256 x 16 1.13 against 4 x 384 x 11 1.14 at 128256.  Float32, bound by
+# memory, gained nothing (p12: 1.07-1.12 against 1.065-1.11 for 100003-200003).
+HALVES_ONE_BLOCK_COST = 0.25
 
 
 def single_read_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE,
-                       vpt_target: int = VPT_TARGET, arrays: int = 1, wide: bool = False) -> ClusterConfig | None:
+                       vpt_target: int = VPT_TARGET, arrays: int = 1, wide: bool = False,
+                       one_block_cost: float = 0.0) -> ClusterConfig | None:
     """single_read's configuration for `rows` rows of `cols` elements on `dev`, or None
     (arrays=2: the backward's, y and dy on chip; wide: halves widened in registers)."""
     found = single_read_candidates(cols, dev, itemsize, vpt_target, arrays, wide)
     if not found:
         return None
     smallest = found[0].cluster
-    return min(found, key=lambda c: plan_cost(c, rows, cols, dev, smallest_cluster=smallest, itemsize=itemsize))
+    return min(found, key=lambda c: plan_cost(c, rows, cols, dev, smallest_cluster=smallest, itemsize=itemsize,
+                                              one_block_cost=one_block_cost))
 
 
 def holds_wide(dtype: str, op: str) -> bool:
@@ -583,22 +618,33 @@ def holds_wide(dtype: str, op: str) -> bool:
 # against packed 1.26 / 1.21; clusters 4 -> 8 at 4096 x 393216 1.14 / 1.27 against 1.39 / 1.58
 # (same run) and 1.30 / 1.22 (earlier); clusters 2 -> 4 no better: 4096 x 128256 1.35 / 1.37
 # against 1.29 / 1.27, 4096 x 151936 1.27 / 1.30 against 1.28 / 1.25, 512 x 100003 1.85 / 1.75
-# against 1.60 / 1.57.
+# against 1.60 / 1.57.  Against the packed plans of two blocks per SM (eleventh session, p13 above, bf16 softmax, 4096
+# rows), wide blocks of one per SM in the same cluster lost where their slices are short: 65536,
+# 200003, 262144 columns (8, 5, 8 vectors a thread) 1.20, 1.48, 1.24 against 1.11, 1.30, 1.16;
+# at 393216 (12 a thread, WIDE_MAX_VPT) the wide plan won, 1.12 against 1.18.
 WIDE_FROM_CLUSTER = 4
+
+
+def _wide_beats(wide: ClusterConfig, packed: ClusterConfig) -> bool:
+    """Step 5: whether half softmax takes the wide plan over the packed one."""
+    if packed.blocks_per_sm == 2:
+        return wide.cluster < packed.cluster or (wide.cluster == packed.cluster and wide.vpt == WIDE_MAX_VPT)
+    return wide.cluster <= packed.cluster or packed.cluster >= WIDE_FROM_CLUSTER
 
 
 def single_read_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str = "float32",
                      op: str = "softmax") -> ClusterConfig | None:
     """single_read's plan for a forward op (the rule's five steps): for half softmax the wide
-    plan where one holds the row and its cluster is no larger than the packed plan's, or the
-    packed plan's is already WIDE_FROM_CLUSTER blocks or more; else the packed (or float32)
-    one, or in its place a smaller memory-merged group where the packed plan takes a cluster
-    of MAX_CLUSTER blocks and the group pays; past a cluster's limit the memory-merged plan;
-    None past every block's."""
+    plan where one holds the row and _wide_beats the packed plan; else the packed (or
+    float32) one (halves: HALVES_ONE_BLOCK_COST), or in its place a smaller memory-merged
+    group where the packed plan takes a cluster of MAX_CLUSTER blocks and the group pays;
+    past a cluster's limit the memory-merged plan; None past every block's."""
     itemsize = DTYPES[dtype]
-    packed = single_read_config(cols, dev, rows, itemsize)
-    wide = single_read_config(cols, dev, rows, itemsize, wide=True) if holds_wide(dtype, op) else None
-    if wide is not None and (packed is None or wide.cluster <= packed.cluster or packed.cluster >= WIDE_FROM_CLUSTER):
+    one_block_cost = HALVES_ONE_BLOCK_COST if itemsize != ITEMSIZE else 0.0
+    packed = single_read_config(cols, dev, rows, itemsize, one_block_cost=one_block_cost)
+    wide = single_read_config(cols, dev, rows, itemsize, wide=True, one_block_cost=one_block_cost) \
+        if holds_wide(dtype, op) else None
+    if wide is not None and (packed is None or _wide_beats(wide, packed)):
         return wide
     merged = memory_merge_config(cols, dev, rows, itemsize) if packed is None or packed.cluster == MAX_CLUSTER else None
     if merged is not None and (packed is None or (merged.cluster < packed.cluster and
@@ -1395,9 +1441,12 @@ FALLBACKS = ("two_pass", "multi_block")
 # that its 256-thread blocks hold (its first or its wide block shape, or the
 # 384-thread blocks that take the wide shape's place, step 3b): at
 # any number of rows where its plan takes clusters of at most
-# CLUSTER_ROW_ANY_ROWS_CLUSTER blocks (halves: at CLUSTER_ROW_HALVES_BLOCKS_PER_SM
-# blocks per SM or more); otherwise the forward ops while the input is at
-# most CLUSTER_ROW_BYTES_PER_SM per SM (a few waves of its clusters), the
+# CLUSTER_ROW_ANY_ROWS_CLUSTER blocks (halves: CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER,
+# at CLUSTER_ROW_HALVES_BLOCKS_PER_SM blocks per SM or more); otherwise the
+# forward ops while the input is at most CLUSTER_ROW_BYTES_PER_SM per SM (a
+# few waves of its clusters; halves: at most CLUSTER_ROW_HALVES_ROWS_PER_SM
+# rows per SM, or CLUSTER_ROW_HALVES_BYTES_PER_SM of rows that start on
+# 16-byte boundaries), the
 # float32 backward at any number of rows with clusters of at most
 # CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER, else for up to
 # CLUSTER_ROW_BACKWARD_ROWS_PER_SM rows per SM.
@@ -1422,9 +1471,29 @@ FALLBACKS = ("two_pass", "multi_block")
 # 1.05 against 1.04; 8192 x 12000 1.01 against 1.08 (...-grid-short.txt).
 # Halves' backward in cluster_row ran 1.98-2.4 (dy held widened: fewer
 # vectors per thread), so auto does not take it for them.
+# Halves against single_read's plans of two blocks per SM (eleventh session,
+# notes/tune-runs/2026-12-01-two-blocks-p13.txt, bf16 ÷ copy): at 4096 rows
+# cluster_row's clusters of 8 lost (128256 softmax 1.16 against 1.13, float16
+# 1.13 against 1.12; log_softmax level), its clusters of 4 did not (65536
+# softmax 1.12 against 1.11, log_softmax 1.05 against 1.09), hence clusters of
+# at most CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER at any number of rows.  With few
+# rows (...-p14.txt, softmax / log_softmax) it won at 32-264 rows (132 x 50257
+# 1.11 / 1.06 against 1.30 / 1.22, 32 x 100003 1.02 / 0.88 against 1.40 / 1.33,
+# 264 x 450000 softmax 1.42 against 1.60; lost 264 x 200003 1.51 / 1.51
+# against 1.42 / 1.31), hence CLUSTER_ROW_HALVES_ROWS_PER_SM; past them by
+# input bytes, on rows that start on 16-byte boundaries: it won at 1.0 MB per
+# SM (528 x 128256, 1.20 against 1.35), lost at 2.4 (1056 x 151936, 1.34 /
+# 1.23 against 1.22 / 1.17) and 3.1 (4096 x 50257, 1.53 / 1.42 against 1.24 /
+# 1.15), was level at 2.1 (528 x 262144, 1.29 / 1.18 against 1.31 / 1.20),
+# hence CLUSTER_ROW_HALVES_BYTES_PER_SM; on odd lengths it lost from 528 rows
+# (528 and 1056 x 100003, 1.53 / 1.48 against 1.36 / 1.33), as at 4096 rows
+# in the session before (1.43-1.52 against 1.18-1.32).
 CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
+CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER = 4
 CLUSTER_ROW_HALVES_BLOCKS_PER_SM = 4
 CLUSTER_ROW_BYTES_PER_SM = 3 << 20
+CLUSTER_ROW_HALVES_ROWS_PER_SM = 2
+CLUSTER_ROW_HALVES_BYTES_PER_SM = 3 << 19
 CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER = 2
 CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 8
 
@@ -1441,10 +1510,18 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
     if shape.backward:
         return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or \
             shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count
-    if plan.cluster <= CLUSTER_ROW_ANY_ROWS_CLUSTER and \
-            (shape.itemsize == ITEMSIZE or plan.blocks_per_sm >= CLUSTER_ROW_HALVES_BLOCKS_PER_SM):
+    if shape.itemsize == ITEMSIZE:
+        return plan.cluster <= CLUSTER_ROW_ANY_ROWS_CLUSTER or \
+            shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_BYTES_PER_SM * dev.sm_count
+    if plan.cluster <= CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER and plan.blocks_per_sm >= CLUSTER_ROW_HALVES_BLOCKS_PER_SM:
         return True
-    return shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_BYTES_PER_SM * dev.sm_count
+    return shape.rows <= CLUSTER_ROW_HALVES_ROWS_PER_SM * dev.sm_count or (
+        _rows_aligned(shape) and shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_HALVES_BYTES_PER_SM * dev.sm_count)
+
+
+def _rows_aligned(shape: Shape) -> bool:
+    """Whether every input row starts on a 16-byte boundary."""
+    return shape.x_offset % VECTOR_BYTES == 0 and (shape.rows == 1 or shape.ld_x * shape.itemsize % VECTOR_BYTES == 0)
 
 
 def _memory_merged_plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | None:

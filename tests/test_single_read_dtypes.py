@@ -297,13 +297,15 @@ def test_the_wide_define_is_chosen_for_half_softmax_only(dtype, op):
     (4096, 128256, False),  # 2 -> 4 blocks: no better (1.35 against 1.29)
     (4096, 151936, False),
     (512, 100003, False),
+    (4096, 65536, False),  # short wide slices against two packed blocks per SM: 1.20 against 1.11
+    (4096, 262144, False),  # 1.24 against 1.16
     (32, 786433, False),  # no wide plan holds it (the wide limit is 786432 halves)
 ])
 def test_half_softmax_takes_the_wide_plan_where_it_was_measured_faster(dtype, rows, cols, wide):
     c = V.single_read_plan(cols, H200, rows, dtype, "softmax")
     assert c.wide == wide, c
     if not wide:
-        assert c == V.single_read_config(cols, H200, rows, V.DTYPES[dtype])
+        assert c == V.single_read_config(cols, H200, rows, V.DTYPES[dtype], one_block_cost=V.HALVES_ONE_BLOCK_COST)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
@@ -399,8 +401,32 @@ def test_wide_configurations_are_checked_in_python_too():
 
 
 def test_half_plans_prefer_warps_that_fill_the_partitions_evenly():
-    """Measured at 4096 x 151936 (notes/TUNING.md): 2x640x15 over the float plan's 19 warps."""
-    plan = V.single_read_plan(151936, H200, 4096, "bfloat16", "softmax")
-    assert (plan.cluster, plan.threads, plan.vpt) == (2, 640, 15)
-    assert V.single_read_plan(151936, H200, 4096, "bfloat16", "log_softmax") == plan
+    """Measured at 4096 x 151936 (notes/TUNING.md): 2x640x15 over the float plan's 19 warps, one block per SM."""
+    assert V.block_shape(9496, 1, V.VPT_TARGET, 2, 1 << 30, 2) == (640, 15)
+    assert V.single_read_config(151936, H200, 4096, 2).threads == 640
     assert V.single_read_config(151936, H200, 4096, 4).threads == 608  # float32: bound by memory, unchanged
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("cols, label", [
+    (80000, "2x256x20x1x2"),  # measured (notes/TUNING.md, eleventh session): 1.15 against 2x640x8w's 1.19
+    (128256, "4x256x16x1x2"),  # 1.13 against 2x512x16's 1.22
+    (151936, "4x256x19x1x2"),  # 1.13 against 2x640x15's 1.18; 4x320x15x1x2 1.14
+    (200003, "8x256x13x1x2"),  # 1.30 against 8x640x5w's 1.48; log_softmax 1.20 against 4x512x13's 1.29
+    (262144, "8x256x16x1x2"),
+])
+def test_half_plans_in_clusters_take_two_blocks_per_sm_of_the_fewest_threads(dtype, op, cols, label):
+    assert V.single_read_plan(cols, H200, 4096, dtype, op).label() == label
+
+
+def test_half_plans_keep_one_block_per_sm_for_single_blocks_wide_full_blocks_and_clusters_of_16():
+    assert V.single_read_plan(50257, H200, 4096, "bfloat16", "log_softmax").label() == "1x512x13x1x1"  # 1.14 / 1.24
+    assert V.single_read_plan(393216, H200, 4096, "bfloat16", "softmax").label() == "8x512x12x1x1w"  # 1.12 / 1.18
+    assert V.single_read_plan(393216, H200, 4096, "bfloat16", "log_softmax").label() == "8x256x24x1x2"
+    for dev in (H200, SMALL_HOPPER):
+        for cols in range(8193, 786433, 4099):
+            for dtype, op in (("bfloat16", "softmax"), ("float16", "log_softmax")):
+                plan = V.single_read_plan(cols, dev, 4096, dtype, op)
+                if plan is not None and not plan.memory_merge:
+                    assert plan.blocks_per_sm == 1 or plan.cluster < V.MAX_CLUSTER, (dev.name, cols, plan)

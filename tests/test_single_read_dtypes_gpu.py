@@ -155,6 +155,27 @@ def test_small_wide_configurations_full_and_odd(dtype, config, x_off, y_off):
 
 
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("cols", [80003, 151936, 262147])
+def test_two_blocks_per_sm_plans_at_odd_alignments(dtype, op, cols):
+    """The halves' plans of two blocks per SM in a cluster (HALVES_ONE_BLOCK_COST), derived for 4096
+    rows and run on a few: x and y at different alignments, rows of -inf, all -inf and NaN."""
+    torch = _torch()
+    dev = _hopper()
+    config = V.single_read_plan(cols, dev, 4096, dtype, op)
+    assert config.blocks_per_sm == 2 and config.cluster > 1, config
+    for x_off, y_off in ((0, 0), (3, 5), (1, 0)):
+        x = _input(torch, 9, cols, dtype, x_off, seed=cols + x_off)
+        x[1, : cols // 3] = float("-inf")
+        x[2] = float("-inf")
+        x[3, cols // 2] = float("nan")
+        y, yb = _poisoned_out(torch, 9, cols, dtype, y_off)
+        _launch(x, y, op, config=config)
+        assert _ok(_error(y, x, dtype, op), dtype), (config, x_off, y_off)
+        assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
+
+
+@pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows, cols", [(1, 393216), (132, 393216), (132, 151936), (1, 1), (132, 1), (7, 1000)])
 def test_one_and_132_rows(dtype, op, rows, cols):
@@ -276,6 +297,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
             for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (16, 32, 2, 1, 1)]:
                 c = V.ClusterConfig(*cfg)
                 run(dtype, op, 4, c.capacity_vecs * 16 // V.DTYPES[dtype] - 5, 2, 1, config=c)
+            if dtype != "float32":  # a plan of two blocks per SM in a cluster of 4, derived for 4096 rows
+                run(dtype, op, 3, 151936, 1, 3, config=V.single_read_plan(151936, dev, 4096, dtype, op))
     torch.cuda.synchronize()
     assert not wrong, wrong
     print("sanitized")

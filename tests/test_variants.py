@@ -315,10 +315,16 @@ def test_cluster_row_has_no_plan_before_hopper():
     (1 << 20, 100003, "float32", "softmax", "cluster_row"),
     (4096, 128256, "float32", "softmax", "single_read"),  # clusters of 16 at 4096 rows: 15 MiB per SM
     (4096, 151936, "float32", "softmax", "single_read"),
-    (4096, 65536, "bfloat16", "softmax", "cluster_row"),  # halves: clusters of up to 8 at four blocks per SM
-    (4096, 128256, "float16", "log_softmax", "cluster_row"),
+    (4096, 65536, "bfloat16", "softmax", "cluster_row"),  # halves: clusters of up to 4 at four blocks per SM
+    (4096, 65536, "float16", "log_softmax", "cluster_row"),
+    (4096, 128256, "float16", "log_softmax", "single_read"),  # clusters of 8
     (4096, 151936, "bfloat16", "softmax", "single_read"),  # three blocks per SM
     (4096, 100003, "float16", "log_softmax", "single_read"),  # two
+    (264, 100003, "bfloat16", "softmax", "cluster_row"),  # halves: up to 2 rows per SM at any length
+    (265, 100003, "bfloat16", "softmax", "single_read"),  # then not on odd lengths
+    (528, 128256, "bfloat16", "softmax", "cluster_row"),  # up to 1.5 MiB per SM of aligned rows
+    (683, 151936, "float16", "log_softmax", "cluster_row"),
+    (684, 151936, "float16", "log_softmax", "single_read"),
     (132, 4096, "float32", "softmax", "three_pass"),  # short rows keep their rules
     (132, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks too
     (264, 393216, "float32", "softmax", "cluster_row"),
