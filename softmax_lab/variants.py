@@ -802,7 +802,9 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #      thread) whose cluster of 16 holds the row: 256 threads of at most 13
 #      vectors (three or more blocks per SM) first; then 256 of at most 24
 #      (two blocks per SM fill the register file, where 512 threads of 12 would
-#      take one block and half of it); then 512 of 13;
+#      take one block and half of it); then 512 of 13; float32 backward
+#      rows that 256-thread blocks split over 16 take 512-thread blocks in
+#      clusters of 8 where those hold them (step 1b, below);
 #   2. cluster: the smallest power of two whose slice ceil(vecs / c) fits a
 #      block; while the clusters are fewer than the SMs (rows x c < SMs),
 #      doubled, as long as each thread keeps a vector, so that every SM works;
@@ -860,6 +862,14 @@ CR_MAX_BLOCKS_PER_SM = 8
 # the plan at 212993.
 CR_WIDER_THREADS = 384
 CR_MIN_THREADS_PER_SM = 768
+# Step 1b (float32 backward): where 256-thread blocks need a cluster of 16 and
+# 512-thread blocks hold the row in a cluster of 8, the latter.  H200,
+# 2026-12-01 (notes/tune-runs/2026-12-01-cluster-row-p15.txt, ÷ torch.add, back
+# to back): 4096 x 151936 softmax backward 8 x 512 x 10 x 1 1.08 against 16 x
+# 256 x 10 x 2's 1.12, log_softmax backward 1.11 against 1.13, 1056 x 151936
+# 1.10 against 1.15 (quack 1.00 at 4096 rows); its loads' and stores' L2
+# policies changed nothing there (within 1-2 %).
+CR_BACKWARD_WIDER_THREADS = 512
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535  # CUDA's limits on a grid's x and y dimensions
 
 
@@ -908,6 +918,10 @@ def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: 
             break
     else:
         return None
+    if (arrays, itemsize) == (2, ITEMSIZE) and cluster == MAX_CLUSTER and threads < CR_BACKWARD_WIDER_THREADS:
+        wider = next(most for t, most in CR_BLOCK_SHAPES[arrays, itemsize] if t == CR_BACKWARD_WIDER_THREADS)
+        if -(-vecs // (MAX_CLUSTER // 2)) <= CR_BACKWARD_WIDER_THREADS * wider:  # step 1b
+            threads, cluster = CR_BACKWARD_WIDER_THREADS, MAX_CLUSTER // 2
     while rows * cluster < dev.sm_count and 2 * cluster <= MAX_CLUSTER and vecs // (2 * cluster) >= threads:
         cluster *= 2
     vpt = -(-(-(-vecs // cluster)) // threads)

@@ -6,6 +6,7 @@ copy paths, special values against torch, more than 2^31 elements, and the
 errors.  Bounds as tests/test_backward.py: float32 within 1e-6 of the terms'
 size (backward_scale), halves within 1 ulp beyond 4 x 2^-24 of it."""
 
+import sys
 import zlib
 
 import numpy as np
@@ -296,11 +297,14 @@ SANITIZER_SCRIPT = """
 import cupy as cp, softmax_lab
 from softmax_lab.reference import backward_error, backward_scale, softmax_backward_reference, log_softmax_backward_reference
 refs = {"softmax_backward": softmax_backward_reference, "log_softmax_backward": log_softmax_backward_reference}
-for name in ("two_pass", "multi_block"):
+for name in ("two_pass", "multi_block", "cluster_row"):
     for op in refs:
         for dtype in (cp.float32, cp.float16):
             for rows, cols, off, g_off, o_off in ((3, 1, 0, 1, 0), (5, 1027, 1, 2, 3), (4, 40_000, 0, 3, 1),
-                                                  (33, 65_537, 3, 0, 5), (2, 300_001, 2, 2, 0)):
+                                                  (33, 65_537, 3, 0, 5), (2, 300_001, 2, 2, 0),
+                                                  (3, 151_937, 1, 2, 3)):  # cluster_row: 8 blocks of 512 (fp32)
+                if name == "cluster_row" and (dtype != cp.float32 or cols < 20_000):
+                    continue  # cluster_row's backward: float32 rows past three_pass's 16 KB
                 y = cp.random.random((rows, cols + off)).astype(dtype)[:, off:]
                 dy = cp.random.standard_normal((rows, cols + g_off)).astype(dtype)[:, g_off:]
                 out = cp.full((rows, cols + o_off), cp.nan, dtype)[:, o_off:]
@@ -316,3 +320,26 @@ print("sanitized")
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
 def test_compute_sanitizer_backward(tool, tmp_path):
     run_sanitized(tool, SANITIZER_SCRIPT, tmp_path)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("cols", [98305, 151937, 196608])
+def test_cluster_row_float_backward_in_clusters_of_8_blocks_of_512(op, cols):
+    """Step 1b of cluster_row's plan: float32 backward rows that 256-thread blocks split over 16 go to
+    512-thread blocks in clusters of 8; y, dy and dx at three different alignments, special values."""
+    torch = _torch()
+    dev = softmax_lab.device_info()
+    if dev.compute_capability < 90:
+        pytest.skip("cluster_row needs sm_90")
+    rows = 300
+    plan = sys.modules["softmax_lab.variants"].cluster_row_plan(cols, dev, rows, 4, 2)
+    assert (plan.cluster, plan.threads) == (8, 512), plan
+    x = torch.randn(rows, cols + 1, device="cuda")[:, 1:] * 3
+    x[0, ::3] = -float("inf")
+    x[2, cols // 2] = float("nan")
+    y = _forward(torch, x, op)
+    dy = torch.randn(rows, cols + 2, device="cuda")[:, 2:]
+    dy[3, cols // 2] = float("inf")
+    out = torch.full((rows, cols + 3), float("nan"), device="cuda")[:, 3:]
+    assert FUNCTIONS[op](dy, y, variant="cluster_row", out=out) is out
+    _check_special_values(out, dy, y, "float32", op, cols)

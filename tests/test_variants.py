@@ -266,7 +266,10 @@ def test_cluster_row_plans_hold_the_row_within_a_vector_per_thread(dev, itemsize
             # the first block shape whose cluster of 16 holds the row, or (step 3b) its 384-thread
             # blocks where 256-thread ones would leave an SM fewer than 768 threads
             t, v = next((t, v) for t, v in shapes if vecs <= 16 * t * v)
-            if plan.threads == V.CR_WIDER_THREADS:
+            if (arrays, itemsize) == (2, 4) and plan.threads == V.CR_BACKWARD_WIDER_THREADS and t == 256:
+                # step 1b: 512-thread blocks hold in a cluster of 8 what 256-thread ones split over 16
+                assert 8 * 256 * v < vecs <= 8 * 512 * v and plan.vpt <= v
+            elif plan.threads == V.CR_WIDER_THREADS:
                 assert (arrays, itemsize, plan.cluster, t) == (1, 4, 16, 256)
                 assert 256 * V.cluster_row_blocks_per_sm(256, -(-(-(-vecs // 16)) // 256), 1, 4, 16) < V.CR_MIN_THREADS_PER_SM
             else:
