@@ -350,6 +350,12 @@ CLUSTER_COST = {1: 0.0, 2: 0.0, 4: 0.0, 8: 0.0, 16: 0.10}  # long_row's measured
 _NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
 
 
+def _row_vecs(cols: int, itemsize: int = ITEMSIZE) -> int:
+    """The 16-byte vectors a row of `cols` elements spans (at least one): what a plan
+    must hold of it, whatever its alignment."""
+    return max(1, -(-cols * itemsize // VECTOR_BYTES))
+
+
 def _is_power_of_two(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
@@ -399,6 +405,12 @@ class ClusterConfig:
         return self.cluster * self.threads * self.vpt
 
     @property
+    def cluster_dims(self) -> int:
+        """The blocks of the hardware cluster it launches: `cluster`, or 1 for a memory-merged
+        group (plain blocks)."""
+        return 1 if self.memory_merge else self.cluster
+
+    @property
     def capacity_floats(self) -> int:
         """The longest fp32 row this configuration holds on chip."""
         return self.capacity_vecs * VECTOR_BYTES // ITEMSIZE
@@ -408,7 +420,7 @@ class ClusterConfig:
         return self.stages * (self.threads * self.vpt * self.arrays + LINE_VECS * self.line_shift) * VECTOR_BYTES
 
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
-        d = {"SR_CLUSTER": 1 if self.memory_merge else self.cluster, "SR_THREADS": self.threads, "SR_VPT": self.vpt,
+        d = {"SR_CLUSTER": self.cluster_dims, "SR_THREADS": self.threads, "SR_VPT": self.vpt,
              "SR_STAGES": self.stages, "SR_BLOCKS_PER_SM": self.blocks_per_sm}
         if self.memory_merge:
             d["SR_MEMORY_MERGE"] = 1
@@ -535,7 +547,7 @@ def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
     per vector, so vpt and its target are halved as for arrays=2).  Halves
     (forward) at two blocks per SM take the fewest threads, and no cluster of
     MAX_CLUSTER blocks (see HALVES_ONE_BLOCK_COST)."""
-    vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
+    vecs = _row_vecs(cols, itemsize)
     vpt_target = max(1, vpt_target // (arrays * _registers_per_vector(wide) // 4))
     halves_forward = itemsize != ITEMSIZE and arrays == 1
     sizes = [c for c in (1, 2, 4, 8, 16)
@@ -566,7 +578,7 @@ def plan_cost(config: ClusterConfig, rows: int, cols: int, dev: DeviceInfo, grou
     """Estimated time, in vectors moved by one block: rounds x slice x blocks per SM, times
     1 + LARGER_CLUSTER_COST past the smallest cluster and 1 + one_block_cost for one block
     per SM in a cluster."""
-    vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
+    vecs = _row_vecs(cols, itemsize)
     rounds = -(-rows // (groups or estimated_groups(config, dev))) + 1
     per_block = -(-vecs // config.cluster)
     larger = config.cluster > (smallest_cluster or config.cluster)
@@ -632,6 +644,7 @@ def _wide_beats(wide: ClusterConfig, packed: ClusterConfig) -> bool:
     return wide.cluster <= packed.cluster or packed.cluster >= WIDE_FROM_CLUSTER
 
 
+@functools.lru_cache(maxsize=256)  # auto's preferences and the prepare both ask for it
 def single_read_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str = "float32",
                      op: str = "softmax") -> ClusterConfig | None:
     """single_read's plan for a forward op (the rule's five steps): for half softmax the wide
@@ -699,7 +712,7 @@ MEMORY_MERGE_FLOAT_SPILLING_VPT = (22, 23)
 def memory_merge_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE) -> ClusterConfig | None:
     """single_read's memory-merged plan for `rows` rows of `cols` elements on `dev`, or None
     (a row longer than every resident block holds together)."""
-    vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
+    vecs = _row_vecs(cols, itemsize)
     best, best_cost = None, math.inf
     for blocks_per_sm in (1, 2):
         resident = dev.sm_count * blocks_per_sm
@@ -732,7 +745,7 @@ def memory_merge_pays(config: ClusterConfig, rows: int, dev: DeviceInfo) -> bool
 def memory_merge_slice(config: ClusterConfig, shape: Shape) -> int:
     """The vectors each block of a memory-merged group takes of every row: the
     rows' longest body, ceil(cols / elements per vector), split evenly."""
-    return -(-(-(-shape.cols * shape.itemsize // VECTOR_BYTES)) // config.cluster)
+    return -(-_row_vecs(shape.cols, shape.itemsize) // config.cluster)
 
 
 def _memory_merge_launcher(make_kernel: Callable, config: ClusterConfig, shape: Shape, dev: DeviceInfo,
@@ -768,12 +781,12 @@ def _memory_merge_launcher(make_kernel: Callable, config: ClusterConfig, shape: 
 
 def _cluster_kernel(source: str, config, dev: DeviceInfo, defines: dict[str, int] | None = None) -> cupy.RawKernel:
     """The cluster kernel of kernels/<source> built for `config` (and the dtype and
-    op `defines`), with its dynamic shared memory and (past 8 blocks) the
-    non-portable cluster size allowed."""
+    op `defines`), with its dynamic shared memory and (past 8 blocks in the hardware
+    cluster it launches, `config.cluster_dims`) the non-portable cluster size allowed."""
     kernel = loader.get_kernel(source, source.removesuffix(".cu"), config.defines(dev) | (defines or {}),
                                device_id=dev.id)
     kernel.max_dynamic_shared_size_bytes = config.smem_bytes
-    if config.cluster > 8 and not getattr(config, "memory_merge", False):  # a memory-merged group is no cluster
+    if config.cluster_dims > 8:
         cupy.cuda.driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
     return kernel
 
@@ -891,6 +904,11 @@ class RowClusterPlan:
     def capacity_vecs(self) -> int:
         return self.cluster * self.threads * self.vpt
 
+    @property
+    def cluster_dims(self) -> int:
+        """The blocks of the hardware cluster it launches."""
+        return self.cluster
+
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
         return {"CR_CLUSTER": self.cluster, "CR_THREADS": self.threads, "CR_VPT": self.vpt,
                 "CR_BLOCKS_PER_SM": self.blocks_per_sm} | ({"CR_STREAM_LOADS": 1} if self.stream_loads else {})
@@ -911,7 +929,7 @@ def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: 
     """cluster_row's plan (the rule above), or None where no cluster holds the row."""
     if dev.compute_capability < 90:
         return None
-    vecs = max(1, -(-cols * itemsize // VECTOR_BYTES))
+    vecs = _row_vecs(cols, itemsize)
     for threads, most_vpt in CR_BLOCK_SHAPES[arrays, itemsize]:
         cluster = next((c for c in (1, 2, 4, 8, 16) if c <= MAX_CLUSTER and -(-vecs // c) <= threads * most_vpt), None)
         if cluster is not None:
@@ -946,7 +964,7 @@ def _cluster_row_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softm
 def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | None = None) -> Launcher:
     arrays = 2 if shape.backward else 1
     plan = plan or cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, arrays)
-    if plan is None or -(-shape.cols * shape.itemsize // VECTOR_BYTES) > plan.capacity_vecs:
+    if plan is None or _row_vecs(shape.cols, shape.itemsize) > plan.capacity_vecs:
         raise CannotRun(f"variant 'cluster_row': {plan or 'no plan'} does not hold rows of {shape.cols} "
                         f"{shape.dtype} elements on {dev.name}")
     try:
@@ -1015,7 +1033,7 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     if config.wide and not holds_wide(shape.dtype, shape.op):
         raise CannotRun(f"variant 'single_read': {config} is a wide plan, for float16 or bfloat16 softmax only; "
                         f"got {shape.dtype} {shape.op}")
-    if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
+    if _row_vecs(shape.cols, shape.itemsize) > config.capacity_vecs or \
             _block_smem(config.threads, config.vpt, config.stages) + SMEM_RESERVED > dev.smem_optin_bytes:
         raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
     if _registers_needed(config.vpt, config.cluster, shape.itemsize, 1, config.wide) > \
@@ -1085,7 +1103,7 @@ def _prepare_single_read_backward(shape: Shape, dev: DeviceInfo, config: Cluster
                         f"got {shape.cols}")
     if config.arrays != 2:
         raise CannotRun(f"variant 'single_read': {config} is a forward plan; the backward's holds y and dy (arrays=2)")
-    if -(-shape.cols * shape.itemsize // VECTOR_BYTES) > config.capacity_vecs or \
+    if _row_vecs(shape.cols, shape.itemsize) > config.capacity_vecs or \
             _block_smem(config.threads, config.vpt, config.stages, 2) + SMEM_RESERVED > dev.smem_optin_bytes:
         raise CannotRun(f"variant 'single_read': {config} does not hold backward rows of {shape.cols} on {dev.name}")
     if _registers_needed(config.vpt, config.cluster, shape.itemsize, 2) > \
@@ -1153,6 +1171,11 @@ class LongRowConfig:
         return self.cluster * self.threads * (self.vpt + self.smem_vpt)
 
     @property
+    def cluster_dims(self) -> int:
+        """The blocks of the hardware cluster it launches."""
+        return self.cluster
+
+    @property
     def smem_bytes(self) -> int:
         return self.threads * self.smem_vpt * VECTOR_BYTES
 
@@ -1184,7 +1207,7 @@ def long_row_cost(config: LongRowConfig, rows: int, cols: int, dev: DeviceInfo, 
     where it hits L2 and a full read where it misses; it hits in the share of
     half the L2 that the re-read parts of all resident clusters take.  One block
     per SM runs its loads and stores one after the other (ONE_BLOCK_COST)."""
-    vecs = max(1, -(-cols * ITEMSIZE // VECTOR_BYTES))
+    vecs = _row_vecs(cols)
     per_block = -(-vecs // config.cluster)
     reread = max(0, per_block - config.on_chip_vecs // config.cluster)
     g = groups or estimated_groups(config, dev)
