@@ -313,6 +313,14 @@ __device__ __forceinline__ void store_slice_realigned(const RowSpanOf<elem_t>& r
     }
 }
 
+// Where a slice starts in its stage: 0, or (SR_LINE_SHIFT) its source's
+// vector offset in a 128-byte line, so that the bulk copy's source and
+// destination sit alike in their lines (a copy between different offsets
+// ran up to 28 % slower: softmax_lab/variants.py, line_shifted).
+__device__ __forceinline__ int line_offset(const void* src) {
+    return SR_LINE_SHIFT ? (int)(((size_t)src >> 4) & 7) : 0;
+}
+
 #ifndef SR_HELPERS_ONLY  // single_read_backward.cu takes the helpers above, not the forward kernels
 // ------------------------------------------------------------ the cluster kernel
 struct Slice {
@@ -331,14 +339,6 @@ __device__ __forceinline__ Slice slice_of(const elem_t* x, elem_t* y, i64 row, i
     s.v0 = min((i64)rank * per_block, s.r.vecs);
     s.vecs = min(per_block, s.r.vecs - s.v0);
     return s;
-}
-
-// Where a slice starts in its stage: 0, or (SR_LINE_SHIFT) its source's
-// vector offset in a 128-byte line, so that the bulk copy's source and
-// destination sit alike in their lines (a copy between different offsets
-// ran up to 28 % slower: softmax_lab/variants.py, line_shifted).
-__device__ __forceinline__ int line_offset(const void* src) {
-    return SR_LINE_SHIFT ? (int)(((size_t)src >> 4) & 7) : 0;
 }
 
 // Slice s's first vector in device memory, and where the slice sits in stage

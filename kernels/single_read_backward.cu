@@ -11,7 +11,9 @@
 // block b holding slice b of the row, now of y AND of dy:
 //   1. two bulk asynchronous copies (y's slice and dy's slice) into one
 //      shared-memory stage, completing on the stage's mbarrier (two
-//      arrivals); SR_STAGES stages form a ring;
+//      arrivals); SR_STAGES stages form a ring; with SR_LINE_SHIFT each
+//      slice sits in its half of the stage at its source's offset in a
+//      128-byte line (single_read.cu's line_offset);
 //   2. each thread moves its SR_VPT vectors of y and SR_VPT of dy into
 //      registers and the stage goes back to the copy engine;
 //   3. per thread the partial dot, summed over the block (fixed butterfly);
@@ -27,7 +29,7 @@
 // read with plain loads by block 0.
 // Traffic: 2 reads + 1 write.  Launch: as single_read (a persistent 1-D grid
 // of resident clusters, cluster g takes rows g, g + G, ...).  Dynamic shared
-// memory: SR_STAGES * 2 * SR_THREADS * SR_VPT * 16 bytes.  A row fits when
+// memory: SR_STAGES * 2 * SR_STAGE_VECS * 16 bytes.  A row fits when
 // ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT.
 #define SR_HELPERS_ONLY 1
 #include "single_read.cu"
@@ -45,7 +47,7 @@
 #endif
 static_assert(8 * SR_VPT + SRB_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
               "the row of y and dy (8 registers per vector pair) plus the others must fit the register budget");
-static_assert((long long)SR_STAGES * SR_CAPACITY * 32 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
+static_assert((long long)SR_STAGES * SR_STAGE_VECS * 32 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
               "the stages of y and dy (and 1/32 of a stage for realigned stores) must fit a block's shared memory");
 
 struct SliceB {
@@ -66,15 +68,23 @@ __device__ __forceinline__ SliceB slice_b(const elem_t* y, const elem_t* dy, ele
     return s;
 }
 
-__device__ __forceinline__ const vec_t* grad_vecs(const SliceB& s) {
-    return reinterpret_cast<const vec_t*>(s.g + s.r.head);
+// The slices' first vectors in device memory, and where they sit in a stage
+// (y's in its first SR_STAGE_VECS, dy's in the second): the copies into the
+// stage and the reads from it both take them from here.
+__device__ __forceinline__ const vec_t* y_src(const SliceB& s) { return body_vecs(s.r) + s.v0; }
+__device__ __forceinline__ const vec_t* g_src(const SliceB& s) {
+    return reinterpret_cast<const vec_t*>(s.g + s.r.head) + s.v0;
+}
+__device__ __forceinline__ vec_t* y_in_stage(vec_t* stage, const SliceB& s) { return stage + line_offset(y_src(s)); }
+__device__ __forceinline__ vec_t* g_in_stage(vec_t* stage, const SliceB& s) {
+    return stage + SR_STAGE_VECS + line_offset(g_src(s));
 }
 
 // Both copies of a slice on one mbarrier (initialised for two arrivals).
 __device__ __forceinline__ void load_pair(vec_t* stage, const SliceB& s, unsigned long long* bar) {
     const unsigned long long policy = l2_evict_last();
-    load_slice(stage, body_vecs(s.r) + s.v0, s.vecs, bar, policy);
-    load_slice(stage + SR_CAPACITY, grad_vecs(s) + s.v0, s.vecs, bar, policy);
+    load_slice(y_in_stage(stage, s), y_src(s), s.vecs, bar, policy);
+    load_slice(g_in_stage(stage, s), g_src(s), s.vecs, bar, policy);
 }
 
 // The scalar (head or tail) element pair owned by this thread; (0, 0) adds nothing to the dot.
@@ -109,7 +119,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #endif
         single_read_backward(const elem_t* __restrict__ y, const elem_t* __restrict__ dy, elem_t* __restrict__ dx,
                              i64 rows, i64 n, i64 ld_y, i64 ld_dy, i64 ld_dx) {
-    extern __shared__ __align__(128) vec_t stages[];  // SR_STAGES x (y: SR_CAPACITY, dy: SR_CAPACITY)
+    extern __shared__ __align__(128) vec_t stages[];  // SR_STAGES x (y: SR_STAGE_VECS, dy: SR_STAGE_VECS)
     __shared__ __align__(8) unsigned long long full[SR_STAGES];
     __shared__ float published[2];  // this block's partial dot, by row parity
     __shared__ float scratch[32];
@@ -129,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it)
-            load_pair(stages + it * 2 * SR_CAPACITY, SRB_SLICE(it), &full[it]);
+            load_pair(stages + it * 2 * SR_STAGE_VECS, SRB_SLICE(it), &full[it]);
     }
 
     for (i64 it = 0; it < my_rows; ++it) {
@@ -140,12 +150,13 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // 2. this thread's part of the dot, read from the stage (zero-filled
         // past the slice: adds 0), then the block's.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
-        const vec_t* buf = stages + stage * 2 * SR_CAPACITY;
+        const vec_t* buf_y = y_in_stage(stages + stage * 2 * SR_STAGE_VECS, s);
+        const vec_t* buf_g = g_in_stage(stages + stage * 2 * SR_STAGE_VECS, s);
         float part = dot_term(scalar.y, scalar.dy);
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
-            if (j < s.vecs) part += pair_dot(buf[j], buf[SR_CAPACITY + j]);
+            if (j < s.vecs) part += pair_dot(buf_y[j], buf_g[j]);
         }
         const float block = block_sum(part, scratch);
 
@@ -158,13 +169,13 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
             const bool in = j < s.vecs;
-            vy[k] = in ? buf[j] : vec_t{};
-            vg[k] = in ? buf[SR_CAPACITY + j] : vec_t{};
+            vy[k] = in ? buf_y[j] : vec_t{};
+            vg[k] = in ? buf_g[j] : vec_t{};
         }
         __syncthreads();
         if (it + SR_STAGES < my_rows && t == 0) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            load_pair(stages + stage * 2 * SR_CAPACITY, SRB_SLICE(it + SR_STAGES), &full[stage]);
+            load_pair(stages + stage * 2 * SR_STAGE_VECS, SRB_SLICE(it + SR_STAGES), &full[stage]);
         }
 
         // 4. the cluster's dot through distributed shared memory.

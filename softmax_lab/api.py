@@ -622,7 +622,7 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
         result, y_ptr = _new_output(xv.kind == "torch" and not plan.copy_output, moved, xv.dtype, device,
                                     plan.axis, stream)
     shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % LINE_BYTES, y_ptr % 16, xv.dtype.itemsize,
-                  DTYPE_NAMES[xv.dtype], op, ld_g, g_ptr % 16)
+                  DTYPE_NAMES[xv.dtype], op, ld_g, g_ptr % LINE_BYTES)
     _, launch = launcher_for(shape, device_info(device), variant)
     if g is not None:
         launch(x_ptr, y_ptr, stream, g_ptr)
@@ -674,7 +674,7 @@ def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str, op: str = "s
     key = (*x_layout, axis, variant, op, x_ptr % LINE_BYTES)
     if kg is not None:
         g_ptr, *g_layout = kg
-        key += (*g_layout, g_ptr & 15)
+        key += (*g_layout, g_ptr % LINE_BYTES)
     if ko is not None:
         y_ptr, *o_layout = ko
         key += (*o_layout, y_ptr & 15, y_ptr == x_ptr, kg is not None and y_ptr == kg[0])

@@ -69,7 +69,7 @@ class Shape:
     dtype: str = "float32"  # a key of DTYPES, of element size itemsize
     op: str = "softmax"  # one of ALL_OPS
     ld_g: int = 0  # backward ops: elements from one dy row to the next
-    g_offset: int = 0  # backward ops: byte offset of dy's data pointer mod 16
+    g_offset: int = 0  # backward ops: byte offset of dy's data pointer mod LINE_BYTES (128)
 
     def __post_init__(self):
         if DTYPES.get(self.dtype) != self.itemsize or self.op not in ALL_OPS:
@@ -377,7 +377,7 @@ class ClusterConfig:
     blocks_per_sm: int = 1  # blocks the register budget is sized for
     arrays: int = 1  # arrays held on chip: 1 forward (x), 2 backward (y and dy; vpt counts vector pairs)
     wide: bool = False  # half softmax with the halves widened in registers (SR_WIDE): 8 registers per vector
-    line_shift: bool = False  # forward: each slice placed in its stage at its source's offset in a 128-byte line
+    line_shift: bool = False  # each slice placed in its stage at its source's offset in a 128-byte line
     # forward: the row's `cluster` blocks are a group of any resident blocks, merged through
     # device memory (SR_MEMORY_MERGE), not a cluster: any count from 2 to `threads`
     memory_merge: bool = False
@@ -391,8 +391,6 @@ class ClusterConfig:
             _check_cluster_and_threads(self.cluster, self.threads)
         if min(self.vpt, self.stages, self.blocks_per_sm) < 1 or self.arrays not in (1, 2):
             raise ValueError(f"vpt, stages and blocks_per_sm must be positive, arrays 1 or 2: {self}")
-        if self.line_shift and self.arrays != 1:
-            raise ValueError(f"{self}: the line shift is the forward kernel's (one array)")
         if self.wide and (self.arrays != 1 or self.vpt > WIDE_MAX_VPT):
             raise ValueError(f"{self}: wide plans hold one array, at most {WIDE_MAX_VPT} vectors per thread")
         if _registers_needed(self.vpt, self.cluster, ITEMSIZE, self.arrays, self.wide) > \
@@ -417,7 +415,7 @@ class ClusterConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * (self.threads * self.vpt * self.arrays + LINE_VECS * self.line_shift) * VECTOR_BYTES
+        return self.stages * (self.threads * self.vpt + LINE_VECS * self.line_shift) * self.arrays * VECTOR_BYTES
 
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
         d = {"SR_CLUSTER": self.cluster_dims, "SR_THREADS": self.threads, "SR_VPT": self.vpt,
@@ -1057,20 +1055,29 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
 # 1.42 / 1.11; rows on lines keep the plain build (128256 1.08 / 1.10).
 # Float32 plans of MAX_VPT vectors per thread keep theirs: with the shift
 # ptxas spilled 36 bytes at 8 x 512 x 24 (4096 x 393215: 1.11 without, 1.20
-# with), the only spill over the representative plans of every dtype.
+# with), the only spill over the representative plans of every dtype; so do
+# the backward's of MAX_VPT / 2 vector pairs (log_softmax's 8 x 512 x 12
+# spilled 16 bytes with it).  The backward shifts y's and dy's slices each
+# by its own source's offset: both its rows must be on lines to keep the
+# plain build.
 def line_shifted(config: ClusterConfig, shape: Shape, dev: DeviceInfo) -> ClusterConfig:
     """config with the line shift where the shape's slices need it and the block still fits."""
-    if config.line_shift or config.arrays != 1 or (shape.itemsize == ITEMSIZE and config.vpt >= MAX_VPT):
+    if config.line_shift or (shape.itemsize == ITEMSIZE and config.vpt * config.arrays >= MAX_VPT):
         return config
     per_block = memory_merge_slice(config, shape) if config.memory_merge else \
         -(-(shape.cols * shape.itemsize // VECTOR_BYTES) // config.cluster)
-    rows_on_lines = shape.x_offset % LINE_BYTES == 0 and \
-        (shape.rows == 1 or shape.ld_x * shape.itemsize % LINE_BYTES == 0)
-    if rows_on_lines and (config.cluster == 1 or per_block % LINE_VECS == 0):
+
+    def rows_on_lines(offset: int, ld: int) -> bool:
+        return offset % LINE_BYTES == 0 and (shape.rows == 1 or ld * shape.itemsize % LINE_BYTES == 0)
+
+    on_lines = rows_on_lines(shape.x_offset, shape.ld_x) and \
+        (config.arrays == 1 or rows_on_lines(shape.g_offset, shape.ld_g))
+    if on_lines and (config.cluster == 1 or per_block % LINE_VECS == 0):
         return config
     shifted = replace(config, line_shift=True)
     extra = shifted.smem_bytes - config.smem_bytes
-    if _block_smem(config.threads, config.vpt, config.stages) + extra > _smem_budget(dev, config.blocks_per_sm):
+    if _block_smem(config.threads, config.vpt, config.stages, config.arrays) + extra > \
+            _smem_budget(dev, config.blocks_per_sm):
         return config
     return shifted
 
@@ -1109,6 +1116,7 @@ def _prepare_single_read_backward(shape: Shape, dev: DeviceInfo, config: Cluster
     if _registers_needed(config.vpt, config.cluster, shape.itemsize, 2) > \
             _register_budget(config.threads, config.blocks_per_sm):
         raise CannotRun(f"variant 'single_read': {config} exceeds the register budget for {shape.dtype}")
+    config = line_shifted(config, shape, dev)
     return _cluster_launcher(lambda c, d: single_read_backward_kernel(c, d, shape.dtype, shape.op), config, shape,
                              dev, groups, "single_read")
 
@@ -1449,19 +1457,22 @@ AUTO_RULES = {
 # single_read (y and dy on chip, each read once) where they fit and dy shares
 # y's 16-byte alignment (else its prepare is CannotRun), then two_pass and
 # multi_block as for the forward.  (The 16 KB bound is the forward's, not yet
-# measured for the backward.)  Float rows past 512 KB (131072 elements) go to
-# cluster_row up to 1.5 MB, then multi_block_l2 (H200, 2026-12-01, ÷ the
-# floor, with cluster_row's pushed exchange,
-# notes/tune-runs/2026-12-01-cluster_row-grid.txt: 4096 x 151936 log_softmax
-# backward 1.15 against single_read's 1.19, 4096 x 262144 softmax backward
-# 1.25 against multi_block_l2's 1.28, 4096 x 393216 1.15 against 1.30; past
+# measured for the backward.)  Float rows past 768 KB (196608 elements, where
+# single_read needs clusters of 16) go to cluster_row up to 1.5 MB, then
+# multi_block_l2 (H200, 2026-12-01, ÷ the floor, with cluster_row's pushed
+# exchange, notes/tune-runs/2026-12-01-cluster_row-grid.txt: 4096 x 262144
+# softmax backward 1.25 against multi_block_l2's 1.28, 4096 x 393216 1.15
+# against 1.30; up to 768 KB single_read, line-shifted, goes first since the
+# twelfth session: notes/tune-runs/2026-12-01-backward-shift-p21.txt, 4096 x
+# 151936 log_softmax backward 1.05 against cluster_row's 1.11; past
 # 1.5 MB multi_block_l2: 1024 x 1048576 1.57 against multi_block's 1.67,
 # .probe runs); halves keep multi_block (its 1.36 beat
 # multi_block_l2's 1.6-1.7 at 2048 x 1048576 bf16 log_softmax backward).
+SINGLE_READ_BACKWARD_FLOAT_ROW_BYTES = 196608 * ITEMSIZE
 BACKWARD_AUTO_RULES = {
     4: ((16384, ("two_pass",)),
         (262144, ("single_read", "two_pass")),
-        (524288, ("single_read", "multi_block_l2")),
+        (SINGLE_READ_BACKWARD_FLOAT_ROW_BYTES, ("single_read", "multi_block_l2")),
         (SINGLE_READ_FLOAT_ROW_BYTES, ("cluster_row", "multi_block_l2")),
         (math.inf, ("multi_block_l2", "multi_block"))),
     2: ((16384, ("two_pass",)),
@@ -1486,7 +1497,8 @@ FALLBACKS = ("two_pass", "multi_block")
 # 16-byte boundaries), the
 # float32 backward at any number of rows with clusters of at most
 # CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER, else for up to
-# CLUSTER_ROW_BACKWARD_ROWS_PER_SM rows per SM.
+# CLUSTER_ROW_BACKWARD_ROWS_PER_SM rows per SM (of rows that do not start on
+# 16-byte boundaries, only at two blocks per SM or more).
 # H200, 2026-12-01, with evict-last loads (notes/tune-runs/2026-12-01-policies-p2.txt
 # and -p3.txt, ÷ copy, cluster_row's
 # plan against single_read's):
@@ -1506,6 +1518,12 @@ FALLBACKS = ("two_pass", "multi_block")
 # exchange (notes/tune-runs/2026-12-01-cluster_row-grid.txt, ÷ torch.add):
 # 132 and 1056 rows of 65536-151936 1.06-1.37 against 1.09-1.46; 4096 x 65536
 # 1.05 against 1.04; 8192 x 12000 1.01 against 1.08 (...-grid-short.txt).
+# Against single_read line-shifted (twelfth session, ...-backward-shift-p21.txt,
+# softmax backward ÷ torch.add): at 132 rows cluster_row won at every length
+# of 32000-196608 (1.25-1.42 against 1.31-1.47) but 100003 (its one-block
+# plan 8 x 512 x 7: 1.58 against 1.44); from 528 rows single_read won or
+# tied (528-4096 x 50257-196608: 1.03-1.28 against 1.07-1.48; cluster_row
+# 1-2 % ahead only at 32000 and 528 x 65536), hence one row per SM.
 # Halves' backward in cluster_row ran 1.98-2.4 (dy held widened: fewer
 # vectors per thread), so auto does not take it for them.
 # Halves against single_read's plans of two blocks per SM (eleventh session,
@@ -1532,7 +1550,7 @@ CLUSTER_ROW_BYTES_PER_SM = 3 << 20
 CLUSTER_ROW_HALVES_ROWS_PER_SM = 2
 CLUSTER_ROW_HALVES_BYTES_PER_SM = 3 << 19
 CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER = 2
-CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 8
+CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 1
 
 
 def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
@@ -1545,8 +1563,9 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
                             any(plan.threads == t and plan.vpt <= v for t, v in shapes[:2])):
         return False
     if shape.backward:
-        return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or \
-            shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count
+        return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or (
+            shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count and
+            (_rows_aligned(shape) or plan.blocks_per_sm > 1))
     if shape.itemsize == ITEMSIZE:
         return plan.cluster <= CLUSTER_ROW_ANY_ROWS_CLUSTER or \
             shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_BYTES_PER_SM * dev.sm_count

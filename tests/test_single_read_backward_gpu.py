@@ -2,12 +2,14 @@
 dtype and backward op: through softmax_lab.softmax_backward/log_softmax_backward
 (variant="single_read" and auto) and through the registry's launchers, on
 random shapes (odd lengths, y[:, k:] and dy[:, k:] views sharing their
-alignment), one and 132 rows, dx misaligned by every element step, forced
-small plans, dy of another alignment (forced: ValueError; auto: right),
-poisoned outputs, in place, special values against torch, bitwise repeatable
-output, more than 2^31 elements, and compute-sanitizer.  Bounds as
-tests/test_backward_gpu.py (its _error and _ok)."""
+16-byte alignment), y and dy at different offsets in their 128-byte lines
+(the line shift), one and 132 rows, dx misaligned by every element step,
+forced small plans, dy of another alignment (forced: ValueError; auto:
+right), poisoned outputs, in place, special values against torch, bitwise
+repeatable output, more than 2^31 elements, and compute-sanitizer.  Bounds
+as tests/test_backward_gpu.py (its _error and _ok)."""
 
+import dataclasses
 import sys
 import textwrap
 import zlib
@@ -64,7 +66,7 @@ def _launch(dy, y, out, op, **knobs):
     dev = softmax_lab.device_info()
     dtype = str(y.dtype).removeprefix("torch.")
     shape = V.Shape(y.shape[0], y.shape[1], y.stride(0), out.stride(0), y.data_ptr() % 128, out.data_ptr() % 16,
-                    y.element_size(), dtype, op, dy.stride(0), dy.data_ptr() % 16)
+                    y.element_size(), dtype, op, dy.stride(0), dy.data_ptr() % 128)
     launch = V.get_variant("single_read").prepare(shape, dev, **knobs)
     launch(y.data_ptr(), out.data_ptr(), cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream),
            dy.data_ptr())
@@ -114,6 +116,29 @@ def test_every_alignment_of_dx_one_and_132_rows(dtype, op, rows, cols):
             _launch(dy, y, out, op)
             assert _ok(_error(out, dy, y, dtype, op), dtype), (rows, cols, k, off)
             assert bool(torch.isnan(base[:, :off]).all()), "wrote before the output view"
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, cols", [(5, 100003), (132, 151936), (3, 50257), (2, 4099), (4, 128256)])
+def test_y_and_dy_at_different_offsets_in_their_lines(dtype, op, rows, cols):
+    # the line shift places y's and dy's slices each at its own source's offset in a 128-byte line
+    torch = _torch()
+    dev = _hopper()
+    vec = 16 // torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    for k, g_k, extra, g_extra in ((0, vec, 0, 0), (1, 1 + 3 * vec, 0, 2 * vec), (vec - 1, vec - 1, vec, 0)):
+        dy, y = _pair(torch, rows, cols, dtype, op, k, cols + k + extra, seed=cols + k, g_k=g_k,
+                      g_width=cols + g_k + g_extra)
+        assert (dy.data_ptr() - y.data_ptr()) % 16 == 0 and (dy.data_ptr() % 128 != y.data_ptr() % 128 or
+                                                             dy.stride(0) != y.stride(0))
+        plan = V.single_read_config(cols, dev, rows, y.element_size(), arrays=2)
+        for knobs in ({}, {"config": dataclasses.replace(plan, line_shift=True)}):
+            out, base = _poisoned(torch, rows, cols, dtype, k % 3)
+            _launch(dy, y, out, op, **knobs)
+            assert _ok(_error(out, dy, y, dtype, op), dtype), (rows, cols, k, g_k, knobs)
+        got = FUNCTIONS[op](dy, y)
+        torch.cuda.synchronize()
+        assert _ok(_error(got, dy, y, dtype, op), dtype), (rows, cols, k, g_k, "auto")
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -194,14 +219,20 @@ def test_special_values_follow_torch(dtype, op):
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_auto_picks_single_read_in_place_and_bitwise_repeatable(dtype, op):
-    """64 rows: float32 goes to cluster_row (few rows per SM), halves to single_read."""
+    """64 rows that start off 16-byte boundaries go to single_read for every dtype (float32's
+    cluster_row plan there is one block per SM: _cluster_row_first), and 64 aligned float32
+    rows to cluster_row (few rows per SM)."""
     torch = _torch()
     dev = _hopper()
     f = FUNCTIONS[op]
+    if dtype == "float32":
+        dy, y = _pair(torch, 64, 151936, dtype, op, 0, seed=4)
+        shape = V.Shape(64, 151936, 151936, 151936, y.data_ptr() % 128, 0, 4, dtype, op, 151936, dy.data_ptr() % 128)
+        assert V.preferences(shape, dev)[0].name == "cluster_row"
     dy, y = _pair(torch, 64, 151936, dtype, op, 1, seed=5)
     shape = V.Shape(64, 151936, y.stride(0), 151936, y.data_ptr() % 128, 0, y.element_size(), dtype, op,
-                    dy.stride(0), dy.data_ptr() % 16)
-    name = "cluster_row" if dtype == "float32" else "single_read"
+                    dy.stride(0), dy.data_ptr() % 128)
+    name = "single_read"
     assert V.preferences(shape, dev)[0].name == name
     a = f(dy, y)
     b = f(dy, y, variant=name)
@@ -260,8 +291,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
         dy = torch.randn(rows, cols + k, device="cuda").to(y.dtype)[:, k:]
         ob = torch.full((rows, cols + off), float("nan"), device="cuda", dtype=y.dtype)
         out = ob[:, off:]
-        shape = V.Shape(rows, cols, cols + k, cols + off, y.data_ptr() % 16, out.data_ptr() % 16,
-                        y.element_size(), dtype, op, cols + k, dy.data_ptr() % 16)
+        shape = V.Shape(rows, cols, cols + k, cols + off, y.data_ptr() % 128, out.data_ptr() % 16,
+                        y.element_size(), dtype, op, cols + k, dy.data_ptr() % 128)
         V.get_variant("single_read").prepare(shape, dev, **knobs)(
             y.data_ptr(), out.data_ptr(), cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream),
             dy.data_ptr())

@@ -68,8 +68,24 @@ def test_line_shift_only_where_a_slice_starts_off_a_line():
     assert headline.vpt == V.MAX_VPT and V.line_shifted(headline, shape(393215), H200) == headline
     halves = V.single_read_plan(262147, H200, 4096, "float16", "log_softmax")
     assert V.line_shifted(halves, shape(262147, dtype="float16"), H200).line_shift
-    with pytest.raises(ValueError, match="forward"):
-        ClusterConfig(2, 256, 4, 1, 1, 2, line_shift=True)
+
+
+def test_backward_line_shift_takes_both_rows_and_its_smem_doubles():
+    def shape(cols, x_offset=0, g_offset=0, ld_g=None, dtype="bfloat16"):
+        return V.Shape(4096, cols, cols, cols, x_offset, 0, V.DTYPES[dtype], dtype, "softmax_backward",
+                       ld_g or cols, g_offset)
+
+    plan = single_read_config(128256, H200, 4096, 2, arrays=2)  # 4 x 512 x 8 pairs: slices on lines
+    assert plan.cluster == 4 and V.line_shifted(plan, shape(128256), H200) == plan
+    for off_line in (shape(128259), shape(128256, x_offset=64, g_offset=64), shape(128256, g_offset=32),
+                     shape(128256, ld_g=128264),  # y on lines, dy not (an offset of 32 bytes, a stride of 16)
+                     shape(151936)):  # rows on lines, slices of 4748 vectors not
+        shifted = V.line_shifted(plan, off_line, H200)
+        assert shifted.line_shift and shifted.defines()["SR_LINE_SHIFT"] == 1
+        assert shifted.smem_bytes == plan.smem_bytes + 2 * 128 * plan.stages  # 7 vectors more for y and for dy
+    # float32 pairs at MAX_VPT / 2 keep the plain build (log_softmax's spilled with the shift)
+    wide_pairs = ClusterConfig(8, 512, V.MAX_VPT // 2, 1, 1, 2)
+    assert V.line_shifted(wide_pairs, shape(196607, dtype="float32"), H200) == wide_pairs
 
 
 # Awkward lengths: LLM vocabularies, primes, powers of two and their neighbours.
@@ -335,10 +351,14 @@ def test_cluster_row_has_no_plan_before_hopper():
     (32, 425984, "float32", "softmax", "multi_block_l2"),  # 512-thread blocks: not first
     (132, 262144, "float32", "softmax", "cluster_row"),  # 384-thread blocks (step 3b)
     (132, 300001, "float32", "softmax", "cluster_row"),
-    (1056, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: up to 8 rows per SM
-    (1057, 65536, "float32", "softmax_backward", "single_read"),
-    (4096, 131072, "float32", "softmax_backward", "single_read"),
-    (4096, 131073, "float32", "softmax_backward", "cluster_row"),  # float rows past 512 KB
+    (132, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: up to a row per SM
+    (133, 65536, "float32", "softmax_backward", "single_read"),
+    (1056, 65536, "float32", "softmax_backward", "single_read"),
+    (132, 100003, "float32", "softmax_backward", "single_read"),  # odd rows, cluster_row's one-block plan
+    (132, 50257, "float32", "softmax_backward", "cluster_row"),  # odd rows, two cluster_row blocks per SM
+    (4096, 151936, "float32", "softmax_backward", "single_read"),
+    (4096, 196608, "float32", "log_softmax_backward", "single_read"),
+    (4096, 196609, "float32", "softmax_backward", "cluster_row"),  # float rows past 768 KB
     (132, 151936, "bfloat16", "softmax_backward", "single_read"),  # halves' backward: not cluster_row
     (4096, 393216, "float32", "softmax_backward", "cluster_row"),
     (4096, 393216, "float32", "log_softmax_backward", "cluster_row"),
