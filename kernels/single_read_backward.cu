@@ -50,6 +50,22 @@ static_assert(8 * SR_VPT + SRB_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR
 static_assert((long long)SR_STAGES * SR_STAGE_VECS * 32 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
               "the stages of y and dy (and 1/32 of a stage for realigned stores) must fit a block's shared memory");
 
+// The scalar pair loaded a row ahead (as single_read.cu's scalar): loaded at the top
+// of its own row, its latency holds block 0, and with it the cluster, on rows whose
+// length or start is not a multiple of 16 bytes.  It keeps two more registers
+// across the row: only where the row and the others leave registers free
+// (ptxas spilled 2-20 bytes at 8 x 512 x 12 and 4 x 608 x 8 halves, whose rows
+// fill the budget), and not for the halves' log_softmax at a budget of 128 or
+// more: ptxas (NVRTC 12.9) takes all 128 there whatever the row, and spilled
+// 4 bytes with the pair ahead at 4 x 512 x 6 to 8 x 512 x 7.  H200
+// (notes/tune-runs/2026-12-01-scalar-ahead-p22.txt, 4096 rows ÷ torch.add,
+// ahead / not): bf16 100003 1.25 / 1.37 (log_softmax 1.41 / 1.56), float32
+// 100003 1.15 / 1.25, float32 128259 1.07 / 1.15.
+#ifndef SRB_SCALAR_AHEAD
+#define SRB_SCALAR_AHEAD \
+    (8 * SR_VPT + SRB_OTHER_REGISTERS < SR_REGISTER_BUDGET && !(SOFTMAX_DTYPE != 0 && SOFTMAX_LOG && SR_REGISTER_BUDGET >= 128))
+#endif
+
 struct SliceB {
     RowSpanOf<elem_t> r;  // y (the span's x) and dx (its y)
     const elem_t* g;      // dy's row
@@ -87,19 +103,30 @@ __device__ __forceinline__ void load_pair(vec_t* stage, const SliceB& s, unsigne
     load_slice(g_in_stage(stage, s), g_src(s), s.vecs, bar, policy);
 }
 
-// The scalar (head or tail) element pair owned by this thread; (0, 0) adds nothing to the dot.
+// The scalar (head or tail) element pair owned by this thread, as stored (halves are
+// widened where used, so that a pair loaded a row ahead is not waited for at once);
+// zeros add nothing to the dot.
+struct RawPair {
+    elem_t y, dy;
+};
 struct Pair {
     float y, dy;
 };
 
-__device__ __forceinline__ Pair load_scalar_pair(const SliceB& s, unsigned rank) {
+__device__ __forceinline__ float raw_cs(const float* p) { return __ldcs(p); }
+__device__ __forceinline__ half_bits raw_cs(const half_bits* p) { return half_bits{__ldcs(&p->bits)}; }
+__device__ __forceinline__ bf16_bits raw_cs(const bf16_bits* p) { return bf16_bits{__ldcs(&p->bits)}; }
+
+__device__ __forceinline__ RawPair load_scalar_pair(const SliceB& s, unsigned rank) {
     const i64 k = threadIdx.x;
     if (rank == 0 && k < scalar_count(s.r)) {
         const i64 i = scalar_index(s.r, k);
-        return {load_cs(s.r.x + i), load_cs(s.g + i)};
+        return {raw_cs(s.r.x + i), raw_cs(s.g + i)};
     }
-    return {0.f, 0.f};
+    return {elem_t{}, elem_t{}};
 }
+
+__device__ __forceinline__ Pair widen(RawPair p) { return {to_float(p.y), to_float(p.dy)}; }
 
 __device__ __forceinline__ void opaque(float& v) { asm volatile("" : "+f"(v)); }
 
@@ -142,10 +169,11 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             load_pair(stages + it * 2 * SR_STAGE_VECS, SRB_SLICE(it), &full[it]);
     }
 
+    RawPair scalar_next = SRB_SCALAR_AHEAD && my_rows > 0 ? load_scalar_pair(SRB_SLICE(0), rank) : RawPair{};
     for (i64 it = 0; it < my_rows; ++it) {
         const int stage = (int)(it % SR_STAGES);
         const SliceB s = SRB_SLICE(it);
-        const Pair scalar = load_scalar_pair(s, rank);
+        const Pair scalar = widen(SRB_SCALAR_AHEAD ? scalar_next : load_scalar_pair(s, rank));
 
         // 2. this thread's part of the dot, read from the stage (zero-filled
         // past the slice: adds 0), then the block's.
@@ -177,6 +205,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             load_pair(stages + stage * 2 * SR_STAGE_VECS, SRB_SLICE(it + SR_STAGES), &full[stage]);
         }
+        if (SRB_SCALAR_AHEAD && it + 1 < my_rows) scalar_next = load_scalar_pair(SRB_SLICE(it + 1), rank);
 
         // 4. the cluster's dot through distributed shared memory.
         if (t == 0) published[it & 1] = block;
