@@ -198,10 +198,16 @@ __device__ __forceinline__ const vec_t* body_vecs(const RowSpanOf<elem_t>& r) {
     return reinterpret_cast<const vec_t*>(r.x + r.head);
 }
 
-// Streaming (evict-first) scalar loads, widened to float.
-__device__ __forceinline__ float load_cs(const float* p) { return __ldcs(p); }
-__device__ __forceinline__ float load_cs(const half_bits* p) { return to_float(half_bits{__ldcs(&p->bits)}); }
-__device__ __forceinline__ float load_cs(const bf16_bits* p) { return to_float(bf16_bits{__ldcs(&p->bits)}); }
+// Streaming (evict-first) scalar loads, as stored: halves are widened where they
+// are used, so that a scalar loaded a row ahead is not waited for at its load.
+__device__ __forceinline__ float raw_cs(const float* p) { return __ldcs(p); }
+__device__ __forceinline__ half_bits raw_cs(const half_bits* p) { return half_bits{__ldcs(&p->bits)}; }
+__device__ __forceinline__ bf16_bits raw_cs(const bf16_bits* p) { return bf16_bits{__ldcs(&p->bits)}; }
+#if SOFTMAX_DTYPE == 0
+__device__ __forceinline__ float raw_neg_inf_elem() { return SOFTMAX_NEG_INF; }
+#else
+__device__ __forceinline__ elem_t raw_neg_inf_elem() { return elem_t{(unsigned short)(NEG_INF_PAIR & 0xffffu)}; }
+#endif
 
 // One evict-last 16-byte store to an aligned address.
 __device__ __forceinline__ void store_aligned(float* p, float4 v) { store_vec<true>(p, v); }
@@ -349,10 +355,10 @@ __device__ __forceinline__ vec_t* slice_in_stage(vec_t* stages, Index k, const S
     return stages + k * SR_STAGE_VECS + line_offset(slice_src(s));
 }
 
-// The scalar (head or tail) element owned by this thread, or -inf.
-__device__ __forceinline__ float load_scalar(const Slice& s, unsigned rank) {
+// The scalar (head or tail) element owned by this thread, or -inf, as stored.
+__device__ __forceinline__ elem_t load_scalar(const Slice& s, unsigned rank) {
     const i64 k = threadIdx.x;
-    return (rank == 0 && k < scalar_count(s.r)) ? load_cs(s.r.x + scalar_index(s.r, k)) : SOFTMAX_NEG_INF;
+    return (rank == 0 && k < scalar_count(s.r)) ? raw_cs(s.r.x + scalar_index(s.r, k)) : raw_neg_inf_elem();
 }
 
 #if SR_MEMORY_MERGE
@@ -425,13 +431,13 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             load_slice(slice_in_stage(stages, it, s), slice_src(s), s.vecs, &full[it], l2_evict_last());
         }
     }
-    float scalar_next =
-        my_rows > 0 ? load_scalar(slice_of(x, y, cluster, n, ld_x, ld_y, rank, slice), rank) : SOFTMAX_NEG_INF;
+    elem_t scalar_next =
+        my_rows > 0 ? load_scalar(slice_of(x, y, cluster, n, ld_x, ld_y, rank, slice), rank) : raw_neg_inf_elem();
 
     for (i64 it = 0; it < my_rows; ++it) {
         const int stage = (int)(it % SR_STAGES);
         const Slice s = slice_of(x, y, cluster + it * clusters, n, ld_x, ld_y, rank, slice);
-        float scalar = scalar_next;
+        float scalar = to_float(scalar_next);
 
         // 2. stage -> registers, then hand the stage back to the copy engine.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));

@@ -113,10 +113,6 @@ struct Pair {
     float y, dy;
 };
 
-__device__ __forceinline__ float raw_cs(const float* p) { return __ldcs(p); }
-__device__ __forceinline__ half_bits raw_cs(const half_bits* p) { return half_bits{__ldcs(&p->bits)}; }
-__device__ __forceinline__ bf16_bits raw_cs(const bf16_bits* p) { return bf16_bits{__ldcs(&p->bits)}; }
-
 __device__ __forceinline__ RawPair load_scalar_pair(const SliceB& s, unsigned rank) {
     const i64 k = threadIdx.x;
     if (rank == 0 && k < scalar_count(s.r)) {
