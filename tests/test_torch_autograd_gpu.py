@@ -54,6 +54,7 @@ def test_uses_torchs_current_stream():
     torch, slt = _modules()
     s = torch.cuda.Stream()
     x = torch.randn(64, 50000, device="cuda", requires_grad=True)
+    s.wait_stream(torch.cuda.current_stream())  # x is made on the default stream: s must not read it before
     with torch.cuda.stream(s):
         loss = slt.log_softmax(x * 2.0, -1)[:, 0].sum()  # produced and consumed on s
         loss.backward()
