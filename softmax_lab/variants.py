@@ -1066,12 +1066,8 @@ def line_shifted(config: ClusterConfig, shape: Shape, dev: DeviceInfo) -> Cluste
         return config
     per_block = memory_merge_slice(config, shape) if config.memory_merge else \
         -(-(shape.cols * shape.itemsize // VECTOR_BYTES) // config.cluster)
-
-    def rows_on_lines(offset: int, ld: int) -> bool:
-        return offset % LINE_BYTES == 0 and (shape.rows == 1 or ld * shape.itemsize % LINE_BYTES == 0)
-
-    on_lines = rows_on_lines(shape.x_offset, shape.ld_x) and \
-        (config.arrays == 1 or rows_on_lines(shape.g_offset, shape.ld_g))
+    on_lines = _rows_start_on(LINE_BYTES, shape, shape.x_offset, shape.ld_x) and \
+        (config.arrays == 1 or _rows_start_on(LINE_BYTES, shape, shape.g_offset, shape.ld_g))
     if on_lines and (config.cluster == 1 or per_block % LINE_VECS == 0):
         return config
     shifted = replace(config, line_shift=True)
@@ -1575,9 +1571,15 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
         _rows_aligned(shape) and shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_HALVES_BYTES_PER_SM * dev.sm_count)
 
 
+def _rows_start_on(boundary: int, shape: Shape, offset: int, ld: int) -> bool:
+    """Whether every row of an array of `shape` whose pointer sits `offset` bytes past a
+    multiple of `boundary`, rows `ld` elements apart, starts on such a multiple."""
+    return offset % boundary == 0 and (shape.rows == 1 or ld * shape.itemsize % boundary == 0)
+
+
 def _rows_aligned(shape: Shape) -> bool:
     """Whether every input row starts on a 16-byte boundary."""
-    return shape.x_offset % VECTOR_BYTES == 0 and (shape.rows == 1 or shape.ld_x * shape.itemsize % VECTOR_BYTES == 0)
+    return _rows_start_on(VECTOR_BYTES, shape, shape.x_offset, shape.ld_x)
 
 
 def _memory_merged_plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | None:
