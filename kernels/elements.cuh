@@ -258,13 +258,43 @@ __device__ __forceinline__ void write_span(const RowSpanOf<T>& r, i64 v0, i64 v1
     }
 }
 
+// online_add_vec for log_softmax, whose outputs near 0 are -log(sum) of a sum
+// 1 + t (one element far above the rest): t must survive the running sum.
+// Once the sum holds the row's max (its e is 1), a vector whose terms add up to
+// less than half the sum's last place (2^-24) adds nothing, and a thread of 16
+// such vectors dropped 2^-21 of t: 2 ulp of a float16 output near -2^-12 (H200,
+// 2026-12-01, multi_block; notes/tune-runs/2026-12-01-log-near-zero-p25.txt).
+// `lost` carries what each addition rounds away (Kahan) for the caller to take
+// back; a rescale to a new max scales it with the sum.
+template <typename V>
+__device__ __forceinline__ void online_add_vec_compensated(MaxSum& acc, float& lost, const V& v) {
+    const float m = vec_max(v);
+    if (m > acc.max) {
+        const float f = exp_approx(acc.max - m);
+        acc.sum *= f;
+        lost *= f;
+        acc.max = m;
+    }
+    const float y = vec_exp_sum(v, exp_base(acc.max)) - lost;
+    const float t = acc.sum + y;
+    lost = (t - acc.sum) - y;
+    acc.sum = t;
+}
+
 // Online (max, sum) of elements [v0, v1) of the body and, when with_scalars,
 // of the head and tail, for this thread; the caller reduces over the block.
+// log_softmax compensates the body's sum (online_add_vec_compensated).
 template <typename T>
 __device__ __forceinline__ MaxSum online_span(const RowSpanOf<T>& r, i64 v0, i64 v1, bool with_scalars) {
     MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
     const auto in = body_in(r);
+#if SOFTMAX_LOG
+    float lost = 0.f;
+    for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) online_add_vec_compensated(acc, lost, load_vec(in, v));
+    acc.sum -= lost;
+#else
     for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) online_add_vec(acc, load_vec(in, v));
+#endif
     if (with_scalars)
         for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x)
             online_add1(acc, load_scalar(r, scalar_index(r, k)));

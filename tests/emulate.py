@@ -81,19 +81,33 @@ def add_scalars(m, s, scalars, threads: int):
     return m, s
 
 
-def online_threads(body, scalars, threads: int):
+def online_threads(body, scalars, threads: int, compensated: bool = False):
     """online_span(): each thread's running (max, sum) after online_add4 over
-    its vectors, then online_add1 over its scalars."""
+    its vectors (compensated, as log_softmax's online_add_vec_compensated:
+    what each addition rounds away is carried and taken back at the end), then
+    online_add1 over its scalars."""
     m = np.full(threads, NEG_INF, dtype=F32)
     s = np.zeros(threads, dtype=F32)
+    lost = np.zeros(threads, dtype=F32)
     with np.errstate(invalid="ignore", over="ignore"):
         for v in thread_vectors(body, threads):
             m4 = v.max(axis=1) if not np.isnan(v).any() else np.fmax.reduce(v, axis=1)
             new = m4 > m
-            s = np.where(new, s * exp_approx(m - m4), s).astype(F32)
+            scale = exp_approx(m - m4)
+            s = np.where(new, s * scale, s).astype(F32)
+            lost = np.where(new, lost * scale, lost).astype(F32)
             m = np.where(new, m4, m).astype(F32)
             base = exp_base(m)
-            s = (s + exp_approx(v - base[:, None]).sum(axis=1, dtype=F32)).astype(F32)
+            terms = exp_approx(v - base[:, None]).sum(axis=1, dtype=F32)
+            if compensated:
+                y = (terms - lost).astype(F32)
+                t = (s + y).astype(F32)
+                lost = ((t - s).astype(F32) - y).astype(F32)
+                s = t
+            else:
+                s = (s + terms).astype(F32)
+        if compensated:
+            s = (s - lost).astype(F32)
     return add_scalars(m, s, scalars, threads)
 
 
@@ -111,8 +125,28 @@ def max_then_sum_threads(body, scalars, threads: int):
     return add_scalars(m, s, scalars, threads)
 
 
+def warp_merge(m, s):
+    """common.cuh warp_merge() on (warps, 32) arrays: the xor butterfly, every lane merging
+    its pair with its partner's (lane 0's result returned per warp)."""
+    lanes = np.arange(32)
+    for o in (16, 8, 4, 2, 1):
+        m, s = merge((m, s), (m[:, lanes ^ o], s[:, lanes ^ o]))
+    return m[:, 0], s[:, 0]
+
+
 def block_merge(m, s):
-    return merge_all(list(zip(m, s)))
+    """common.cuh block_merge(): each warp's butterfly, then one over the warps' results
+    (padded to 32 lanes with the identity); threads a multiple of 32, or fewer."""
+    m, s = np.asarray(m, dtype=F32), np.asarray(s, dtype=F32)
+    warps = -(-len(m) // 32)
+    pad = warps * 32 - len(m)
+    m = np.concatenate([m, np.full(pad, NEG_INF, dtype=F32)]).reshape(warps, 32)
+    s = np.concatenate([s, np.zeros(pad, dtype=F32)]).reshape(warps, 32)
+    wm, ws = warp_merge(m, s)
+    m = np.concatenate([wm, np.full(32 - warps, NEG_INF, dtype=F32)]).reshape(1, 32)
+    s = np.concatenate([ws, np.zeros(32 - warps, dtype=F32)]).reshape(1, 32)
+    bm, bs = warp_merge(m, s)
+    return bm[0], bs[0]
 
 
 def write(row, m, s, op="softmax"):
@@ -132,7 +166,7 @@ def three_pass(row, misalign=0, threads=64, vec=4, op="softmax"):
 
 def two_pass(row, misalign=0, threads=64, vec=4, op="softmax"):
     body, scalars = split(row, misalign, vec)
-    m, s = block_merge(*online_threads(body, scalars, threads))
+    m, s = block_merge(*online_threads(body, scalars, threads, op == "log_softmax"))
     return write(row, m, s, op)
 
 
@@ -142,7 +176,8 @@ def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
     partials = []
     for c in range(chunks):
         part = body[c * chunk_vecs : (c + 1) * chunk_vecs]
-        partials.append(block_merge(*online_threads(part, scalars if c == 0 else scalars[:0], threads)))
+        partials.append(block_merge(*online_threads(part, scalars if c == 0 else scalars[:0], threads,
+                                                    op == "log_softmax")))
     m, s = merge_all(partials)
     return write(row, m, s, op)
 

@@ -95,6 +95,26 @@ def test_random_shapes_every_variant_dtype_and_op(name, dtype, op):
     print(name, dtype, op, "worst", worst)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ROW_VARIANTS)
+def test_log_softmax_near_0(name, dtype):
+    """Rows of one element at 0 and the rest at a gap that makes the sum 1 + 2^-k: outputs near
+    0 are -log(1 + t), and t must survive the running sums (the max in a row's first vector,
+    so that its thread adds every other vector of its own after it, or anywhere)."""
+    torch = _torch()
+    torch.manual_seed(5)
+    for cols in (5100, 30001, 65536):
+        for k in (8, 11, 12, 14):
+            x = float(np.log(2.0**-k / (cols - 1))) + torch.rand(8, cols, device="cuda") * 0.05
+            x[torch.arange(4), torch.randint(8, (4,))] = 0.0
+            x[torch.arange(4, 8), torch.randint(cols, (4,))] = 0.0
+            x = x.to(getattr(torch, dtype))
+            out = softmax_lab.log_softmax(x, variant=name)
+            torch.cuda.synchronize()
+            err = _error(out, x, dtype, "log_softmax")
+            assert _ok(err, dtype), (name, dtype, cols, k, err)
+
+
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ROW_VARIANTS)

@@ -200,6 +200,31 @@ def test_log_softmax_is_not_log_of_softmax():
         assert out.tolist() == [0.0, -200.0, -1000.0], name
 
 
+def _near_zero_log_rows(dtype, rng, cols=65536):
+    """Rows whose log_softmax outputs reach near 0: one element at 0 in the first vector (so
+    that thread 0 adds all its other vectors to a sum of 1), the rest at a gap that makes the
+    sum 1 + 2^-k (k = 11..13), stored as `dtype`."""
+    for k in (11, 12, 13):
+        row = np.log(2.0**-k / (cols - 1)) + rng.random(cols) * 0.05
+        row[int(rng.integers(8))] = 0.0
+        yield to_bits(row.astype(np.float32), dtype)
+
+
+@pytest.mark.parametrize("name,knobs", [("multi_block", {"threads": 512, "chunk_vecs": 8192}),
+                                        ("two_pass", {"threads": 256})])
+def test_log_softmax_keeps_the_sum_near_1(name, knobs):
+    """log_softmax's outputs near 0 are -log(1 + t): t must survive the threads' running sums
+    (online_add_vec_compensated).  The thread holding the row's max adds 15-31 float16 vectors
+    whose terms sum to less than half the sum's last place; added plainly they are dropped
+    (1.07 ulp past reference.LOG_FLOOR in this emulation, 1.97 on the H200 for multi_block),
+    compensated the outputs are rounded once."""
+    rng = np.random.default_rng(3)
+    for stored in _near_zero_log_rows("float16", rng):
+        out = run(name, stored, "float16", "log_softmax", **knobs)
+        err = op_error(widen(out, "float16"), _reference(stored, "float16", "log_softmax"), "float16", "log_softmax")
+        assert err <= 0.55, err
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_halves_split_into_8_element_vectors(dtype):
     from emulate import row_span
