@@ -55,21 +55,6 @@ __device__ __forceinline__ void load_slice(void* dst, const void* src, i64 vecs,
         : "memory");
 }
 
-// Copies `vecs` 16-byte vectors from shared memory to global memory (16-byte
-// aligned, both) as one bulk group of the calling thread; bulk_store_wait_read
-// returns once that thread's groups have read their shared memory,
-// bulk_store_wait once they are done.
-__device__ __forceinline__ void bulk_store(void* dst, const void* src, i64 vecs, unsigned long long policy) {
-    if (vecs <= 0) return;
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(dst),
-                 "r"(smem_addr(src)), "r"((unsigned)(vecs * 16)), "l"(policy)
-                 : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-
-__device__ __forceinline__ void bulk_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-__device__ __forceinline__ void bulk_store_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-
 template <int CLUSTER>
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r = 0;

@@ -75,9 +75,6 @@
 #ifndef SR_MEMORY_MERGE  // 1: a row's blocks are a group of resident blocks on any SMs, merged through device memory
 #define SR_MEMORY_MERGE 0
 #endif
-#ifndef SR_BULK_STORE  // 1: outputs aligned like the input go out through shared memory by one bulk copy
-#define SR_BULK_STORE 0
-#endif
 
 #define SR_CAPACITY (SR_THREADS * SR_VPT)  // float4 vectors a block holds per row
 #ifndef SR_LINE_SHIFT  // 1: each slice sits in its stage at its source's offset in a 128-byte line
@@ -99,10 +96,8 @@ static_assert(SR_VPT >= 1 && SR_STAGES >= 1 && SR_BLOCKS_PER_SM >= 1, "positive 
 static_assert(!SR_MEMORY_MERGE || SR_CLUSTER == 1, "a memory-merged group is made of plain blocks, not clusters");
 static_assert(SR_WIDE == 0 || (SR_WIDE == 1 && SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD),
               "SR_WIDE is for float16 and bfloat16 softmax (forward) only");
-#define SR_OUT_VECS (SR_BULK_STORE ? SR_CAPACITY + 8 : 0)  // the bulk store's buffer: a slice at its line offset
-static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 + SR_OUT_VECS * 16 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
-              "the stages (the bulk store's buffer, and 1/32 of a stage for realigned stores) must fit in the shared "
-              "memory of a block");
+static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
+              "the stages (and 1/32 of a stage for realigned stores) must fit in the shared memory of a block");
 // Registers: an SM's 4 partitions hold 16384 each and take the warps in turn.
 #define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
 #define SR_REGISTER_BUDGET (16384 / (32 * SR_WARPS_PER_PARTITION) / 8 * 8)
@@ -462,9 +457,6 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             max_pair = max_into(max_pair, raw[k]);
 #endif
         }
-#if SR_BULK_STORE
-        if (t == 0) bulk_store_wait_read();  // the last row's bulk store has read the out buffer
-#endif
         __syncthreads();
         if (it + SR_STAGES < my_rows) {
             if (t == 0) {
@@ -545,26 +537,11 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         }
 #endif
         if (s.r.y_shift == 0) {
-#if SR_BULK_STORE
-            // Into the out buffer at the destination's offset in a 128-byte line, then
-            // one bulk copy (thread 0): the warps go on to the next row while it drains.
-            elem_t* dst = s.r.y + s.r.head + SR_VEC * s.v0;
-            vec_t* obuf = stages + SR_STAGES * SR_STAGE_VECS + (((size_t)dst >> 4) & 7);
-#pragma unroll
-            for (int k = 0; k < SR_VPT; ++k) {
-                const i64 j = t + k * SR_THREADS;
-                if (j < s.vecs) obuf[j] = out[k];
-            }
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            __syncthreads();
-            if (t == 0) bulk_store(dst, obuf, s.vecs, l2_evict_last());
-#else
 #pragma unroll
             for (int k = 0; k < SR_VPT; ++k) {
                 const i64 j = t + k * SR_THREADS;
                 if (j < s.vecs) store_aligned(s.r.y + s.r.head + SR_VEC * (s.v0 + j), out[k]);
             }
-#endif
         } else {
             store_slice_realigned(s.r, s.v0, s.vecs, out, firsts);
         }
@@ -574,9 +551,6 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(f(scalar));
 #endif
     }
-#if SR_BULK_STORE
-    if (t == 0) bulk_store_wait();
-#endif
     cluster_sync<SR_CLUSTER>();  // no block leaves while another may still read its pairs
 }
 

@@ -381,9 +381,6 @@ class ClusterConfig:
     # forward: the row's `cluster` blocks are a group of any resident blocks, merged through
     # device memory (SR_MEMORY_MERGE), not a cluster: any count from 2 to `threads`
     memory_merge: bool = False
-    # forward: outputs aligned like the input go out through a shared-memory buffer by one
-    # bulk copy (SR_BULK_STORE)
-    bulk_store: bool = False
 
     def __post_init__(self):
         if self.memory_merge:
@@ -418,9 +415,7 @@ class ClusterConfig:
 
     @property
     def smem_bytes(self) -> int:
-        stages = self.stages * (self.threads * self.vpt + LINE_VECS * self.line_shift) * self.arrays
-        out = (self.threads * self.vpt + LINE_VECS) * self.bulk_store
-        return (stages + out) * VECTOR_BYTES
+        return self.stages * (self.threads * self.vpt + LINE_VECS * self.line_shift) * self.arrays * VECTOR_BYTES
 
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
         d = {"SR_CLUSTER": self.cluster_dims, "SR_THREADS": self.threads, "SR_VPT": self.vpt,
@@ -431,8 +426,6 @@ class ClusterConfig:
             d["SR_WIDE"] = 1
         if self.line_shift:
             d["SR_LINE_SHIFT"] = 1
-        if self.bulk_store:
-            d["SR_BULK_STORE"] = 1
         if dev is not None:
             d["SR_SMEM_LIMIT"] = dev.smem_optin_bytes
         return d
@@ -440,7 +433,7 @@ class ClusterConfig:
     def label(self) -> str:
         return f"{self.cluster}x{self.threads}x{self.vpt}x{self.stages}x{self.blocks_per_sm}" + \
             ("b" if self.arrays == 2 else "") + ("w" if self.wide else "") + ("s" if self.line_shift else "") + \
-            ("m" if self.memory_merge else "") + ("o" if self.bulk_store else "")
+            ("m" if self.memory_merge else "")
 
 
 def _register_budget(threads: int, blocks_per_sm: int) -> int:
@@ -1039,7 +1032,7 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
         raise CannotRun(f"variant 'single_read': {config} is a wide plan, for float16 or bfloat16 softmax only; "
                         f"got {shape.dtype} {shape.op}")
     if _row_vecs(shape.cols, shape.itemsize) > config.capacity_vecs or \
-            config.smem_bytes + config.threads * config.vpt // 2 + SMEM_RESERVED > dev.smem_optin_bytes:
+            _block_smem(config.threads, config.vpt, config.stages) + SMEM_RESERVED > dev.smem_optin_bytes:
         raise CannotRun(f"variant 'single_read': {config} does not hold rows of {shape.cols} on {dev.name}")
     if _registers_needed(config.vpt, config.cluster, shape.itemsize, 1, config.wide) > \
             _register_budget(config.threads, config.blocks_per_sm):
@@ -1078,7 +1071,9 @@ def line_shifted(config: ClusterConfig, shape: Shape, dev: DeviceInfo) -> Cluste
     if on_lines and (config.cluster == 1 or per_block % LINE_VECS == 0):
         return config
     shifted = replace(config, line_shift=True)
-    if shifted.smem_bytes + config.threads * config.vpt // 2 > _smem_budget(dev, config.blocks_per_sm):
+    extra = shifted.smem_bytes - config.smem_bytes
+    if _block_smem(config.threads, config.vpt, config.stages, config.arrays) + extra > \
+            _smem_budget(dev, config.blocks_per_sm):
         return config
     return shifted
 
