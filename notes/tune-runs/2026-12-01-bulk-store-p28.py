@@ -1,5 +1,6 @@
 """Session 13 probe 28: probe 26 (SR_BULK_STORE, the output through shared memory by one bulk copy) over more row
-lengths where the buffer fits: rows off 128-byte lines (line-shifted plans) and on them.
+lengths where the buffer fits: rows off 128-byte lines (line-shifted plans) and on them.  Runs on d5cca36 (or
+with `git show d5cca36 -- kernels softmax_lab | git apply`): later commits took SR_BULK_STORE out.
 4096 rows unless said; times ÷ copy, back to back, median of 9 (2nd-8th), each output checked against
 float64 first.  PYTHONPATH=. python3 notes/tune-runs/2026-12-01-bulk-store-p28.py"""
 import sys
