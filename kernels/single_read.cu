@@ -82,6 +82,11 @@
 #endif
 #define SR_STAGE_VECS (SR_CAPACITY + 8 * SR_LINE_SHIFT)  // a stage: a slice, and the shift's 7 vectors
 #define SR_WARPS (SR_THREADS / 32)
+// Step 2's path without predicates for whole slices: halves, whose instructions
+// set their pace (float32's 8 x 512 x 24 spilled 72 bytes with the second path).
+#ifndef SR_WHOLE_PATH
+#define SR_WHOLE_PATH (SOFTMAX_DTYPE != 0)
+#endif
 #ifndef SR_SMEM_LIMIT
 #define SR_SMEM_LIMIT 232448  // shared memory a block may opt in to on sm_90
 #endif
@@ -446,17 +451,35 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // as its exponentials are taken: widened here, with ex2.approx.ftz, ptxas
         // spilled 16-48 bytes at 128 registers.
         vec_t raw[SR_VPT];
-#if SR_PACKED_MAX
-        unsigned max_pair = NEG_INF_PAIR;
-#endif
+#if SR_WHOLE_PATH
+        // A whole slice (every row of a plan that fills its blocks, as the
+        // headline's) takes no predicate and no -inf padding per vector: 2 %
+        // of the halves' time at 4096 x 393216 (H200, notes/tune-runs/
+        // 2026-12-01-whole-slices-p29.txt).
+        const bool whole = s.vecs == SR_CAPACITY;
+        if (whole) {
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k) raw[k] = buf[t + k * SR_THREADS];
+        } else {
+            const int vecs = (int)s.vecs;  // at most SR_CAPACITY
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k) {
+                const int j = t + k * SR_THREADS;
+                raw[k] = j < vecs ? buf[j] : raw_neg_inf();
+            }
+        }
+#else
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
             raw[k] = j < s.vecs ? buf[j] : raw_neg_inf();
-#if SR_PACKED_MAX
-            max_pair = max_into(max_pair, raw[k]);
-#endif
         }
+#endif
+#if SR_PACKED_MAX
+        unsigned max_pair = NEG_INF_PAIR;
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) max_pair = max_into(max_pair, raw[k]);
+#endif
         __syncthreads();
         if (it + SR_STAGES < my_rows) {
             if (t == 0) {
@@ -537,11 +560,18 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         }
 #endif
         if (s.r.y_shift == 0) {
+#if SR_WHOLE_PATH
+            elem_t* dst = s.r.y + s.r.head + SR_VEC * (s.v0 + t);
+#pragma unroll
+            for (int k = 0; k < SR_VPT; ++k)
+                if (whole || (int)t + k * SR_THREADS < (int)s.vecs) store_aligned(dst + SR_VEC * k * SR_THREADS, out[k]);
+#else
 #pragma unroll
             for (int k = 0; k < SR_VPT; ++k) {
                 const i64 j = t + k * SR_THREADS;
                 if (j < s.vecs) store_aligned(s.r.y + s.r.head + SR_VEC * (s.v0 + j), out[k]);
             }
+#endif
         } else {
             store_slice_realigned(s.r, s.v0, s.vecs, out, firsts);
         }
