@@ -82,8 +82,9 @@
 #endif
 #define SR_STAGE_VECS (SR_CAPACITY + 8 * SR_LINE_SHIFT)  // a stage: a slice, and the shift's 7 vectors
 #define SR_WARPS (SR_THREADS / 32)
-// Step 2's path without predicates for whole slices: halves, whose instructions
-// set their pace (float32's 8 x 512 x 24 spilled 72 bytes with the second path).
+// Step 2 and the aligned stores take a slice that holds all but each thread's
+// last vector without comparing indices: halves, whose instructions set their
+// pace (float32 keeps its code and its SASS, test_sass_fingerprints).
 #ifndef SR_WHOLE_PATH
 #define SR_WHOLE_PATH (SOFTMAX_DTYPE != 0)
 #endif
@@ -452,34 +453,29 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // spilled 16-48 bytes at 128 registers.
         vec_t raw[SR_VPT];
 #if SR_WHOLE_PATH
-        // A whole slice (every row of a plan that fills its blocks, as the
-        // headline's) takes no predicate and no -inf padding per vector: 2 %
-        // of the halves' time at 4096 x 393216 (H200, notes/tune-runs/
-        // 2026-12-01-whole-slices-p29.txt).
-        const bool whole = s.vecs == SR_CAPACITY;
-        if (whole) {
-#pragma unroll
-            for (int k = 0; k < SR_VPT; ++k) raw[k] = buf[t + k * SR_THREADS];
-        } else {
-            const int vecs = (int)s.vecs;  // at most SR_CAPACITY
-#pragma unroll
-            for (int k = 0; k < SR_VPT; ++k) {
-                const int j = t + k * SR_THREADS;
-                raw[k] = j < vecs ? buf[j] : raw_neg_inf();
-            }
-        }
-#else
-#pragma unroll
-        for (int k = 0; k < SR_VPT; ++k) {
-            const i64 j = t + k * SR_THREADS;
-            raw[k] = j < s.vecs ? buf[j] : raw_neg_inf();
-        }
+        // A slice that holds every thread's vectors but the last (every row of
+        // a plan filled to (SR_VPT - 1) / SR_VPT or more, as the derived plans
+        // are) loads those whatever their index: 2 % of the halves' time at
+        // 4096 x 393216, 0.6-1.7 % at 100003-200003, level elsewhere (H200,
+        // notes/tune-runs/2026-12-01-most-slices-p31.txt; a second loop for
+        // them without predicates lost 1 % at 151936, p30).
+        const bool most = s.vecs >= (SR_VPT - 1) * SR_THREADS;
 #endif
 #if SR_PACKED_MAX
         unsigned max_pair = NEG_INF_PAIR;
-#pragma unroll
-        for (int k = 0; k < SR_VPT; ++k) max_pair = max_into(max_pair, raw[k]);
 #endif
+#pragma unroll
+        for (int k = 0; k < SR_VPT; ++k) {
+            const i64 j = t + k * SR_THREADS;
+#if SR_WHOLE_PATH
+            raw[k] = (most && k < SR_VPT - 1) || j < s.vecs ? buf[j] : raw_neg_inf();
+#else
+            raw[k] = j < s.vecs ? buf[j] : raw_neg_inf();
+#endif
+#if SR_PACKED_MAX
+            max_pair = max_into(max_pair, raw[k]);
+#endif
+        }
         __syncthreads();
         if (it + SR_STAGES < my_rows) {
             if (t == 0) {
@@ -564,7 +560,8 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             elem_t* dst = s.r.y + s.r.head + SR_VEC * (s.v0 + t);
 #pragma unroll
             for (int k = 0; k < SR_VPT; ++k)
-                if (whole || (int)t + k * SR_THREADS < (int)s.vecs) store_aligned(dst + SR_VEC * k * SR_THREADS, out[k]);
+                if ((most && k < SR_VPT - 1) || (int)t + k * SR_THREADS < (int)s.vecs)
+                    store_aligned(dst + SR_VEC * k * SR_THREADS, out[k]);
 #else
 #pragma unroll
             for (int k = 0; k < SR_VPT; ++k) {
