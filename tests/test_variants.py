@@ -117,6 +117,21 @@ def test_derived_plans_hold_fill_and_fit(dev, rows):
         assert 4 * c.vpt + V.OTHER_REGISTERS <= _registers(c)
 
 
+@pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=["h200", "small"])
+@pytest.mark.parametrize("dtype, op", [("bfloat16", "softmax"), ("float16", "softmax"), ("bfloat16", "log_softmax")])
+def test_half_plans_fill_all_but_each_threads_last_vector(dev, dtype, op):
+    """single_read's halves load and store a full block's vectors but each thread's last without
+    comparing indices (eb30014): the derived cluster plans must leave at most the last vector of
+    each thread past the slice, or they lose that path (not correctness: the compares remain)."""
+    for cols in LENGTHS + [50257, 100003, 151936, 200003, 262144, 393216]:
+        for rows in (132, 4096):
+            c = V.single_read_plan(cols, dev, rows, dtype, op)
+            if c is None or c.memory_merge:
+                continue
+            per_block = -(-V._row_vecs(cols, 2) // c.cluster)
+            assert per_block >= (c.vpt - 1) * c.threads, (cols, rows, c)
+
+
 @pytest.mark.parametrize("rows, cols, label", [
     # the plans measured best or within 2 % of the best on the H200 (runs 5 and 6)
     (4096, 393216, "8x512x24x1x1"), (132, 393216, "8x512x24x1x1"), (16384, 32000, "1x512x16x1x1"),
