@@ -2,6 +2,8 @@
 per vector) and the fused exponent (x log2 e + c in one FFMA where |base| < 64: SR_FUSED_EXP, 3 = sums and
 packed outputs, 1 = sums, 0 = neither), against 85e8a09's single_read.cu ("old"), auto's plan, 4096 rows
 unless said; times ÷ copy, back to back, median of 9 (2nd-8th), output checked against float64 first.
+"new" was the working tree's single_read.cu at the time, never committed: 8726863's whole-slice loop plus
+SR_FUSED_EXP (left out after this probe).
 PYTHONPATH=. python3 notes/tune-runs/2026-12-01-whole-slices-p29.py"""
 import subprocess, sys
 import torch, cupy as cp
