@@ -452,26 +452,20 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // as its exponentials are taken: widened here, with ex2.approx.ftz, ptxas
         // spilled 16-48 bytes at 128 registers.
         vec_t raw[SR_VPT];
-#if SR_WHOLE_PATH
         // A slice that holds every thread's vectors but the last (every row of
         // a plan filled to (SR_VPT - 1) / SR_VPT or more, as the derived plans
         // are) loads those whatever their index: 2 % of the halves' time at
         // 4096 x 393216, 0.6-1.7 % at 100003-200003, level elsewhere (H200,
         // notes/tune-runs/2026-12-01-most-slices-p31.txt; a second loop for
         // them without predicates lost 1 % at 151936, p30).
-        const bool most = s.vecs >= (SR_VPT - 1) * SR_THREADS;
-#endif
+        const bool most = SR_WHOLE_PATH && s.vecs >= (SR_VPT - 1) * SR_THREADS;
 #if SR_PACKED_MAX
         unsigned max_pair = NEG_INF_PAIR;
 #endif
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
-#if SR_WHOLE_PATH
             raw[k] = (most && k < SR_VPT - 1) || j < s.vecs ? buf[j] : raw_neg_inf();
-#else
-            raw[k] = j < s.vecs ? buf[j] : raw_neg_inf();
-#endif
 #if SR_PACKED_MAX
             max_pair = max_into(max_pair, raw[k]);
 #endif
@@ -556,6 +550,8 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         }
 #endif
         if (s.r.y_shift == 0) {
+            // Two forms of one loop: the halves' is the one measured with `most`
+            // (p31; one form for both changed their SASS), float32's keeps its SASS.
 #if SR_WHOLE_PATH
             elem_t* dst = s.r.y + s.r.head + SR_VEC * (s.v0 + t);
 #pragma unroll
