@@ -102,9 +102,8 @@ def check_rows(rows: int, k: int = CHECK_ROWS, seed: int = 0) -> list[int]:
 
 def backward_reference(y, dy, op: str):
     """dx in float64 from y (the forward output) and dy (reference.py's formulas)."""
-    xp = _xp(y)
     fn = reference.softmax_backward_reference if op == "softmax_backward" else reference.log_softmax_backward_reference
-    return fn(dy.astype(xp.float64), y.astype(xp.float64))
+    return fn(dy, y)
 
 
 def op_reference(x, op: str, dy=None):
@@ -128,7 +127,7 @@ def check_output(out, x, idx: list[int], ref, is_copy: bool, dtype: str = "float
     backward floor 0 if it equals x + dy).  NumPy or CuPy arrays, or torch tensors."""
     if hasattr(out, "data_ptr"):  # torch checks on torch's stream: what the timed stream holds is finished first
         sys.modules["cupy"].cuda.get_current_stream().synchronize()
-    out_rows = as_float64(out[idx])
+    out_rows = reference.to_float64(out[idx])
     err = op_error(out_rows, ref, dtype, op)
     if is_copy:
         whole = 0.0 if _equal(out, x, dy) else math.inf
@@ -151,14 +150,14 @@ def row_invariant_error(out, x, op: str, dy=None) -> float:
     step = max(1, CHUNK_ELEMENTS // max(1, out.shape[-1]))
     worst = 0.0
     for r in range(0, rows, step):
-        o = as_float64(out[r:r + step])
+        o = reference.to_float64(out[r:r + step])
         xp = _xp(o)
         if op == "softmax":
             e = xp.abs(o.sum(axis=-1) - 1.0)
         elif op == "log_softmax":
             e = xp.abs(xp.exp(o).sum(axis=-1) - 1.0)
         else:
-            y, g = as_float64(x[r:r + step]), as_float64(dy[r:r + step])
+            y, g = reference.to_float64(x[r:r + step]), reference.to_float64(dy[r:r + step])
             if op == "softmax_backward":
                 expected = (1.0 - y.sum(axis=-1)) * (g * y).sum(axis=-1)
             else:
@@ -168,19 +167,6 @@ def row_invariant_error(out, x, op: str, dy=None) -> float:
         if not m <= worst:  # NaN or larger
             worst = m if not math.isnan(m) else math.inf
     return worst
-
-
-def as_float64(a):
-    """a in float64, as a NumPy or CuPy array (torch tensors through CuPy, zero-copy after the conversion)."""
-    if hasattr(a, "data_ptr"):  # torch: converted on torch's stream, which CuPy's import does not wait for
-        import cupy
-        import torch
-
-        wide = a.double()
-        torch.cuda.current_stream(a.device).synchronize()
-        return cupy.asarray(wide)
-    xp = _xp(a)
-    return a.astype(xp.float64)
 
 
 def _equal(out, x, dy=None) -> bool:
@@ -364,8 +350,9 @@ def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, re
         if dtype == "float32" or torch is not None:
             arrays = make_arrays(rows, cols, dtype, op, seed, torch)
             x, dy = arrays.x, arrays.dy
-            refs = {"op": op_reference(as_float64(x[idx]), op, None if dy is None else as_float64(dy[idx])),
-                    "copy": as_float64(x[idx]) if dy is None else as_float64(x[idx]) + as_float64(dy[idx])}
+            wide = reference.to_float64
+            refs = {"op": op_reference(wide(x[idx]), op, None if dy is None else wide(dy[idx])),
+                    "copy": wide(x[idx]) if dy is None else wide(x[idx]) + wide(dy[idx])}
 
         def timer(call, n, w, before):
             return timing.gpu_times(call, stream, n, w, before)

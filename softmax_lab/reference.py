@@ -10,7 +10,7 @@ def softmax_reference(x, axis: int = -1):
     """softmax in float64 with torch's special values: -inf gives 0; a row of all
     -inf, or with a NaN or +inf, gives NaN.  Works on NumPy and CuPy arrays."""
     xp = _xp(x)
-    x = x.astype(xp.float64)
+    x = to_float64(x)
     m = xp.max(x, axis=axis, keepdims=True)  # NaN propagates
     e = xp.exp(x - m)
     return e / xp.sum(e, axis=axis, keepdims=True)
@@ -20,7 +20,7 @@ def log_softmax_reference(x, axis: int = -1):
     """log_softmax in float64 as torch: (x - max) - log(sum e^(x - max)); -inf
     entries give -inf; a row of all -inf, or with a NaN or +inf, gives NaN."""
     xp = _xp(x)
-    x = x.astype(xp.float64)
+    x = to_float64(x)
     m = xp.max(x, axis=axis, keepdims=True)  # NaN propagates
     shifted = x - m
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
@@ -33,7 +33,7 @@ def softmax_backward_reference(dy, y, axis: int = -1):
     """dx = y * (dy - sum(dy * y)) in float64, y the softmax output (torch's
     _softmax_backward_data); NaN and inf propagate as in torch's float32 math."""
     xp = _xp(y)
-    dy, y = dy.astype(xp.float64), y.astype(xp.float64)
+    dy, y = to_float64(dy), to_float64(y)
     return y * (dy - xp.sum(dy * y, axis=axis, keepdims=True))
 
 
@@ -41,7 +41,7 @@ def log_softmax_backward_reference(dy, y, axis: int = -1):
     """dx = dy - exp(y) * sum(dy) in float64, y the log_softmax output (torch's
     _log_softmax_backward_data): a -inf y gives dx = dy."""
     xp = _xp(y)
-    dy, y = dy.astype(xp.float64), y.astype(xp.float64)
+    dy, y = to_float64(dy), to_float64(y)
     return dy - xp.exp(y) * xp.sum(dy, axis=axis, keepdims=True)
 
 
@@ -57,7 +57,7 @@ def backward_scale(dy, y, op: str, axis: int = -1):
     (H200, 2026-11-30: y near -100 gave dx -2.07e-42 against -1.92e-42 in a
     row whose sum |dy| was 2e5)."""
     xp = _xp(y)
-    dy, y = xp.abs(dy.astype(xp.float64)), y.astype(xp.float64)
+    dy, y = xp.abs(to_float64(dy)), to_float64(y)
     if op.startswith("log_softmax"):
         total = xp.sum(dy, axis=axis, keepdims=True)
         return xp.maximum(dy + xp.exp(y) * total, FLOAT32_TINY * total)
@@ -73,7 +73,7 @@ def backward_error(out, ref, scale) -> float:
     absolute spacing of 2^-149, so relative error there means nothing: softmax
     outputs that small come from rows with a wide range (e^-100)."""
     xp = _xp(out)
-    out = out.astype(xp.float64)
+    out = to_float64(out)
     keep = _finite_where_matched(xp, out, ref)
     if keep is None:
         return float("inf")
@@ -101,7 +101,7 @@ def relative_error(out, ref) -> float:
     NaN pattern of out differs from ref's (an unwritten or wrong NaN fails) or
     an infinite ref (log_softmax's -inf) is not matched exactly."""
     xp = _xp(out)
-    out = out.astype(xp.float64)
+    out = to_float64(out)
     keep = _finite_where_matched(xp, out, ref)
     if keep is None:
         return float("inf")
@@ -140,7 +140,7 @@ def ulp_error(out, ref, dtype: str, abs_floor: float = 0.0) -> float:
     torch's do), the backward ops a few 2^-24 of backward_scale."""
     xp = _xp(out)
     bits, emin, largest = HALF_FORMATS[dtype]
-    out = out.astype(xp.float64)
+    out = to_float64(out)
     ref = xp.asarray(ref, dtype=xp.float64)
     nan_ref = xp.isnan(ref)
     if bool(xp.any(xp.isnan(out) != nan_ref)):
@@ -158,6 +158,35 @@ def ulp_error(out, ref, dtype: str, abs_floor: float = 0.0) -> float:
         return float("inf")
     err = xp.where(keep, xp.maximum(xp.abs(out - xp.where(keep, ref, 0.0)) - abs_floor, 0.0) / ulp, 0.0)
     return float(xp.max(err)) if err.size else 0.0
+
+
+def to_float64(a):
+    """a (a NumPy or CuPy array, or a torch CUDA tensor) in float64, exactly, as
+    NumPy or CuPy.
+    * CuPy builds its kernels with -ftz=true, so its float32 -> float64
+      conversion turns subnormal inputs into 0 (softmax of a row with a wide
+      range has subnormal outputs, e^-90 of the max): those are rebuilt from
+      their bits.
+    * torch converts on its stream, which CuPy does not wait for; CuPy copies
+      the result on its own stream, which torch's allocator does not wait for
+      when the block is freed (the next torch tensor could get it while the
+      copy still reads it): both are finished before this returns."""
+    if hasattr(a, "data_ptr"):
+        import cupy
+        import torch
+
+        wide = a.double()
+        torch.cuda.current_stream(a.device).synchronize()
+        own = cupy.asarray(wide).copy()
+        cupy.cuda.get_current_stream().synchronize()
+        return own
+    xp = _xp(a)
+    if xp is np or a.dtype != xp.float32:
+        return a.astype(xp.float64)
+    bits = a.view(xp.uint32)
+    magnitude = (bits & 0x7FFFFF).astype(xp.float64) * 2.0**-149  # right where the exponent field is 0
+    subnormal = xp.where(bits >> 31 != 0, -magnitude, magnitude)
+    return xp.where((bits & 0x7F800000) == 0, subnormal, a.astype(xp.float64))
 
 
 def _xp(a):

@@ -15,7 +15,7 @@ from sanitizer import run_sanitized
 
 import softmax_lab
 from softmax_lab.reference import (backward_error, backward_scale, log_softmax_backward_reference,
-                                   softmax_backward_reference, ulp_error)
+                                   softmax_backward_reference, softmax_reference, to_float64, ulp_error)
 
 pytestmark = pytest.mark.gpu
 
@@ -343,3 +343,27 @@ def test_cluster_row_float_backward_in_clusters_of_8_blocks_of_512(op, cols):
     out = torch.full((rows, cols + 3), float("nan"), device="cuda")[:, 3:]
     assert FUNCTIONS[op](dy, y, variant="cluster_row", out=out) is out
     _check_special_values(out, dy, y, "float32", op, cols)
+
+
+def test_references_on_the_gpu_keep_subnormal_float32():
+    """CuPy's kernels flush float32 subnormals (-ftz=true), so its astype(float64)
+    turned softmax outputs of e^-90 into 0 and the stress fuzzer's CuPy
+    references disagreed with correct kernels; to_float64 and the references
+    built on it give NumPy's exact values, for CuPy arrays and torch tensors."""
+    import cupy
+
+    torch = _torch()
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((3, 1001)) * 25).astype(np.float32)
+    x[:, :7] = [1e-45, -1e-45, 1e-39, -3e-40, 0.0, -0.0, 1.5]
+    y = softmax_reference(x).astype(np.float32)
+    assert np.count_nonzero((y > 0) & (y < np.finfo(np.float32).tiny)) > 10  # the case at hand
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    for a in (x, y, x[:, 1::3]):
+        want = a.astype(np.float64)
+        assert np.array_equal(cupy.asnumpy(to_float64(cupy.asarray(a))), want)
+        assert np.array_equal(cupy.asnumpy(to_float64(cupy.asarray(a)[:, ::2])), want[:, ::2])
+        assert np.array_equal(cupy.asnumpy(to_float64(torch.as_tensor(a, device="cuda"))), want)
+    got = cupy.asnumpy(softmax_backward_reference(cupy.asarray(dy), cupy.asarray(y)))
+    scale = backward_scale(dy, y, "softmax_backward")  # the sums' orders differ: against the terms' size
+    assert backward_error(got, softmax_backward_reference(dy, y), scale) < 1e-12  # a flushed e^-90: 1e-2
