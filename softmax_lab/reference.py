@@ -83,6 +83,25 @@ def backward_error(out, ref, scale) -> float:
     return float(xp.max(rel)) if rel.size else 0.0
 
 
+BACKWARD_HALF_FLOOR = 4 * 2.0**-24  # times backward_scale: the float32 part of a half's backward error
+BACKWARD_BOUNDS = {"float32": 1e-6, "float16": 1.0, "bfloat16": 1.0}  # what backward_op_error passes at
+
+
+def backward_op_error(out, ref, dy, y, dtype: str, op: str, axis: int = -1) -> float:
+    """The checks' error measure of a backward output (dx) against its float64
+    reference, from the dy and y it was given: backward_error against
+    backward_scale for float32; for float16/bfloat16 ulp_error beyond
+    BACKWARD_HALF_FLOOR of backward_scale (the float32 arithmetic's part,
+    which cancellation in dy - sum leaves however small dx is).  Passes at
+    BACKWARD_BOUNDS[dtype]."""
+    xp = _xp(y)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scale = backward_scale(dy, y, op, axis)
+        if dtype == "float32":
+            return backward_error(out, ref, scale)
+        return ulp_error(out, ref, dtype, BACKWARD_HALF_FLOOR * scale)
+
+
 LOG_FLOOR = 2.0**-22  # float32's resolution of log(sum) for sums near 1: log_softmax's absolute error near 0
 
 

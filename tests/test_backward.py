@@ -16,8 +16,9 @@ import pytest
 
 import softmax_lab
 from emulate import BACKWARD_ALGORITHMS, run_backward, to_bits, widen
-from softmax_lab.reference import (backward_error, backward_scale, log_softmax_backward_reference,
-                                   log_softmax_reference, softmax_backward_reference, softmax_reference, ulp_error)
+from softmax_lab.reference import (BACKWARD_BOUNDS, backward_error, backward_op_error, backward_scale,
+                                   log_softmax_backward_reference, log_softmax_reference, softmax_backward_reference,
+                                   softmax_reference)
 from softmax_lab.variants import BACKWARD_OPS, DTYPES, Shape, get_variant, kernel_defines, preferences
 from softmax_lab.device import DeviceInfo
 from test_api import FakeGpuArray
@@ -25,8 +26,6 @@ from test_api import FakeGpuArray
 REFERENCES = {"softmax_backward": softmax_backward_reference, "log_softmax_backward": log_softmax_backward_reference}
 FORWARD = {"softmax_backward": softmax_reference, "log_softmax_backward": log_softmax_reference}
 ROW_LENGTHS = [1, 2, 3, 7, 8, 9, 31, 129, 1000, 4099]
-F32_BOUND = 1e-6
-HALF_FLOOR = 4 * 2.0**-24  # times backward_scale: the float32 part of a half's error
 H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
 
 
@@ -42,11 +41,7 @@ def check(out_stored, y_stored, dy_stored, dtype, op):
     y, dy = widen(y_stored, dtype), widen(dy_stored, dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         ref = REFERENCES[op](dy, y)
-        scale = backward_scale(dy, y, op)
-    out = widen(out_stored, dtype)
-    if dtype == "float32":
-        return backward_error(out, ref, scale) <= F32_BOUND
-    return ulp_error(out, ref, dtype, abs_floor=HALF_FLOOR * scale) <= 1.0
+    return backward_op_error(widen(out_stored, dtype), ref, dy, y, dtype, op) <= BACKWARD_BOUNDS[dtype]
 
 
 @pytest.mark.parametrize("name", BACKWARD_ALGORITHMS)

@@ -14,8 +14,9 @@ import pytest
 from sanitizer import run_sanitized
 
 import softmax_lab
-from softmax_lab.reference import (backward_error, backward_scale, log_softmax_backward_reference,
-                                   softmax_backward_reference, softmax_reference, to_float64, ulp_error)
+from softmax_lab.reference import (BACKWARD_BOUNDS, backward_error, backward_op_error, backward_scale,
+                                   log_softmax_backward_reference, softmax_backward_reference, softmax_reference,
+                                   to_float64)
 
 pytestmark = pytest.mark.gpu
 
@@ -24,7 +25,6 @@ DTYPES = ["float32", "float16", "bfloat16"]
 OPS = ["softmax_backward", "log_softmax_backward"]
 FUNCTIONS = {"softmax_backward": softmax_lab.softmax_backward, "log_softmax_backward": softmax_lab.log_softmax_backward}
 REFERENCES = {"softmax_backward": softmax_backward_reference, "log_softmax_backward": log_softmax_backward_reference}
-HALF_FLOOR = 4 * 2.0**-24
 
 
 def _torch():
@@ -40,15 +40,11 @@ def _numpy64(a):
 
 
 def _error(dx, dy, y, dtype, op):
-    """backward_error for float32 (<= 1e-6 passes), ulps beyond the float32 floor for halves (<= 1)."""
+    """backward_op_error of dx (float32: <= 1e-6 passes; halves: ulps beyond the float32 floor, <= 1)."""
     dy64, y64 = _numpy64(dy), _numpy64(y)
     with np.errstate(invalid="ignore", over="ignore"):
         ref = REFERENCES[op](dy64, y64)
-        scale = backward_scale(dy64, y64, op)
-        got = _numpy64(dx)
-        if dtype == "float32":
-            return backward_error(got, ref, scale)
-        return ulp_error(got, ref, dtype, HALF_FLOOR * scale)
+    return backward_op_error(_numpy64(dx), ref, dy64, y64, dtype, op)
 
 
 def _worst_element(dx, dy, y, op):
@@ -63,7 +59,7 @@ def _worst_element(dx, dy, y, op):
 
 
 def _ok(err, dtype):
-    return err <= 1e-6 if dtype == "float32" else err <= 1.0
+    return err <= BACKWARD_BOUNDS[dtype]
 
 
 def _torch_backward(torch, op):
