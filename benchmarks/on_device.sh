@@ -6,7 +6,9 @@
 # then tests-ops, each within one device call);
 # tests-par: the same, in parallel pytest-xdist workers (WORKERS, default 12) on
 # the one GPU: the suite is bound by its float64 references on the CPU;
-# tests-slow-par: tests-slow in SLOW_WORKERS (default 3) workers;
+# tests-slow-par: tests-slow, the above-2^31-element tests one at a time (three
+# workers each holding tens of GB ran out of the H200's 140 GB, 2026-12-01), then
+# the compute-sanitizer tests in SLOW_WORKERS (default 4) workers;
 # probe: benchmarks/probe_single_read_dtypes.py;
 # tests-slow: those; stress: benchmarks/stress.py (threads x streams x random
 # shapes, layouts and variants) for $STRESS_SECONDS (default 150);
@@ -27,8 +29,10 @@ for stage in $1; do
     tests-slow) timeout 560 python3 -m pytest -q -rs -m gpu tests -k "above_2_to or sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-slow.log" | tail -30 ;;
     tests-par) timeout ${PAR_LIMIT:-560} python3 -m pytest -q -rs -n ${WORKERS:-12} -m gpu tests -k "not above_2_to and not sanitizer" -p no:cacheprovider \
                  2>&1 | tee "$OUT/tests-par.log" | tail -30 ;;
-    tests-slow-par) timeout 560 python3 -m pytest -q -rs -n ${SLOW_WORKERS:-3} -m gpu tests -k "above_2_to or sanitizer" -p no:cacheprovider \
-                 2>&1 | tee "$OUT/tests-slow-par.log" | tail -30 ;;
+    tests-slow-par) timeout 300 python3 -m pytest -q -rs -m gpu tests -k "above_2_to" -p no:cacheprovider \
+                 2>&1 | tee "$OUT/tests-huge.log" | tail -5
+                 timeout 260 python3 -m pytest -q -rs -n ${SLOW_WORKERS:-4} -m gpu tests -k "sanitizer" -p no:cacheprovider \
+                 2>&1 | tee "$OUT/tests-sanitizer-par.log" | tail -30 ;;
     probe) timeout 300 python3 benchmarks/probe_single_read_dtypes.py --reps ${PROBE_REPS:-10} 2>&1 | tee "$OUT/probe.log" | cut -c1-120 ;;
     tests-all) timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tee "$OUT/tests-all.log" | tail -40 ;;
     stress) timeout $(( ${STRESS_SECONDS:-150} + 60 )) python3 benchmarks/stress.py --seconds "${STRESS_SECONDS:-150}" --threads 8 --json "$OUT/stress.json" 2>&1 | tail -8 ;;
