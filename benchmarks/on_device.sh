@@ -29,9 +29,9 @@ for stage in $1; do
     tests-slow) timeout 560 python3 -m pytest -q -rs -m gpu tests -k "above_2_to or sanitizer" -p no:cacheprovider 2>&1 | tee "$OUT/tests-slow.log" | tail -30 ;;
     tests-par) timeout ${PAR_LIMIT:-560} python3 -m pytest -q -rs -n ${WORKERS:-12} -m gpu tests -k "not above_2_to and not sanitizer" -p no:cacheprovider \
                  2>&1 | tee "$OUT/tests-par.log" | tail -30 ;;
-    tests-slow-par) timeout 300 python3 -m pytest -q -rs -m gpu tests -k "above_2_to" -p no:cacheprovider \
+    tests-slow-par) timeout 380 python3 -m pytest -q -rs -m gpu tests -k "above_2_to" -p no:cacheprovider \
                  2>&1 | tee "$OUT/tests-huge.log" | tail -5
-                 timeout 260 python3 -m pytest -q -rs -n ${SLOW_WORKERS:-4} -m gpu tests -k "sanitizer" -p no:cacheprovider \
+                 timeout 200 python3 -m pytest -q -rs -n ${SLOW_WORKERS:-4} -m gpu tests -k "sanitizer" -p no:cacheprovider \
                  2>&1 | tee "$OUT/tests-sanitizer-par.log" | tail -30 ;;
     probe) timeout 300 python3 benchmarks/probe_single_read_dtypes.py --reps ${PROBE_REPS:-10} 2>&1 | tee "$OUT/probe.log" | cut -c1-120 ;;
     tests-all) timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tee "$OUT/tests-all.log" | tail -40 ;;
