@@ -4,8 +4,8 @@ kernels compiled by the NVRTC of the pip wheels (no system CUDA), and every
 notebook executed from the clone's notebooks/ folder by that venv's Python,
 with no PYTHONPATH and no environment variable of ours.
 
-Marked `install` (select it with -m install); it runs in the plain
-`python -m pytest -q` of CI too.  About a minute with a warm pip cache.
+Marked `install` (select it with -m install); it runs in the README's test
+command, and so in CI, too.  About a minute with a warm pip cache.
 """
 
 import os

@@ -34,13 +34,13 @@ def test_dependencies_are_only_what_is_used():
     assert "[ctk]" not in deps["cupy-cuda12x"]
     assert set(re.search(r"\[(.*)\]", deps["cuda-toolkit"])[1].split(",")) == {"nvrtc", "cudart"}
     assert "torch" not in deps and PROJECT["optional-dependencies"]["torch"] == ["torch"]
-    assert {"pytest", "nbclient", "ipykernel", "jsonschema"} <= set(PROJECT["optional-dependencies"]["test"])
+    assert {"pytest", "pytest-xdist", "nbclient", "ipykernel", "jsonschema"} <= set(PROJECT["optional-dependencies"]["test"])
 
 
 def test_ci_runs_the_readme_commands():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    install, test = "python -m pip install '.[test]'", "python -m pytest -q"
+    install, test = "python -m pip install '.[test]'", "python -m pytest -q -n auto --dist loadgroup"
     assert f"{install} && {test}" in readme
     assert install in ci and test in ci
     assert "torch" not in ci  # the baselines are not needed on CPU CI
