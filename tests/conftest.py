@@ -1,7 +1,9 @@
 import atexit
+import fcntl
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -26,18 +28,22 @@ _REASON = _gpu_missing_reason()
 
 
 def pytest_collection_modifyitems(config, items):
-    # Under `-n auto --dist loadgroup` (README): the GPU tests above 2^31
-    # elements hold tens of GB of device memory each, so they share one worker,
-    # one at a time (three at once ran out of an H200's 140 GB); the install
-    # tests share one so that their module's clone and venv are made once.
-    for item in items:
-        if "above_2_to" in item.name:
-            item.add_marker(pytest.mark.xdist_group("device_memory"))
-        elif "install" in item.keywords:
-            item.add_marker(pytest.mark.xdist_group("install"))
     if _REASON is None:
         return
     skip = pytest.mark.skip(reason=f"no GPU: {_REASON}")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _one_device_memory_hog_at_a_time(request):
+    """The GPU tests above 2^31 elements hold tens of GB of device memory each;
+    under `-n auto` (README) they take turns, by a lock file that every worker
+    sees (three at once ran out of an H200's 140 GB)."""
+    if "above_2_to" not in request.node.name:
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "softmax_lab_device_memory.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
