@@ -8,6 +8,7 @@ Marked `install` (select it with -m install); it runs in the README's test
 command, and so in CI, too.  About a minute with a warm pip cache.
 """
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -54,28 +55,38 @@ def _venv_bytes(venv: Path) -> int:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """(clone, venv python, env, venv bytes) of a fresh non-editable install of HEAD."""
+    """(clone, venv python, env, venv bytes) of a fresh non-editable install of HEAD,
+    made once per test run: under pytest-xdist the workers share it, the first
+    to take the lock builds it (xdist's recipe for a fixture run once)."""
     if shutil.which("git") is None or subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
                                                       check=False).returncode != 0:
         pytest.skip("not a git checkout: nothing to clone")
-    tmp = tmp_path_factory.mktemp("install")
-    clone, venv = tmp / "softmax-lab", tmp / "venv"
-    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(ROOT), str(clone)], check=True)
-    subprocess.run(["git", "-C", clone, "checkout", "--quiet", "--detach", head], check=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    base = tmp_path_factory.getbasetemp()
+    tmp = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "install"  # the run's, shared
+    tmp.mkdir(exist_ok=True)
+    clone, venv, done = tmp / "softmax-lab", tmp / "venv", tmp / "venv-bytes"
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "CUDA_PATH", "CUDA_HOME", "LD_LIBRARY_PATH")
-           and not k.startswith("SOFTMAX_LAB")}
+           and not k.startswith(("SOFTMAX_LAB", "PYTEST_XDIST"))}
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", CUPY_CACHE_DIR=str(tmp / "cupy-cache"),
                MPLBACKEND="Agg", PIP_DISABLE_PIP_VERSION_CHECK="1")
     python = str(venv / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "-q", "."], cwd=clone, env=env, check=True, timeout=900)
-    size = _venv_bytes(venv)
-    subprocess.run([python, "-m", "pip", "install", "-q", *NOTEBOOK_TOOLS], cwd=clone, env=env, check=True,
-                   timeout=600)
-    return clone, python, env, size
+    with open(tmp / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            shutil.rmtree(clone, ignore_errors=True)  # what a failed build left
+            shutil.rmtree(venv, ignore_errors=True)
+            head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                  check=True).stdout.strip()
+            subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(ROOT), str(clone)], check=True)
+            subprocess.run(["git", "-C", clone, "checkout", "--quiet", "--detach", head], check=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            subprocess.run([python, "-m", "pip", "install", "-q", "."], cwd=clone, env=env, check=True, timeout=900)
+            size = _venv_bytes(venv)
+            subprocess.run([python, "-m", "pip", "install", "-q", *NOTEBOOK_TOOLS], cwd=clone, env=env, check=True,
+                           timeout=600)
+            done.write_text(str(size))
+    return clone, python, env, int(done.read_text())
 
 
 @pytest.mark.install
