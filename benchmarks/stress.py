@@ -33,9 +33,8 @@ import numpy as np
 
 import cupy as cp
 import softmax_lab
-from softmax_lab.reference import (BACKWARD_BOUNDS, backward_op_error, log_softmax_backward_reference,
-                                   log_softmax_reference, op_error, softmax_backward_reference, softmax_reference,
-                                   to_float64)
+from softmax_lab.reference import (BACKWARD_BOUNDS, backward_op_error, log_softmax_reference, op_error, op_reference,
+                                   softmax_reference, to_float64)
 
 try:
     import torch
@@ -126,17 +125,6 @@ def make_input(c: dict):
     return view(base), axis, dy
 
 
-def reference(x64, axis: int, op: str, dy64=None):
-    """The float64 reference of op along axis (backward: from y = x64 and dy64)."""
-    if op == "softmax":
-        return softmax_reference(x64, axis=axis)
-    if op == "log_softmax":
-        return log_softmax_reference(x64, axis=axis)
-    if op == "softmax_backward":
-        return softmax_backward_reference(dy64, x64, axis=axis)
-    return log_softmax_backward_reference(dy64, x64, axis=axis)
-
-
 def error(y, ref, dtype: str, op: str, x64, dy64, axis: int) -> tuple[float, float]:
     """(the error, its bound): the forward ops' op_error (bound 1e-5 relative for
     float32, 1 ulp for the halves), the backward ops' backward_op_error."""
@@ -167,7 +155,7 @@ def run_case(c: dict) -> tuple[str, str]:
     x, axis, dy = make_input(c)
     x64, dy64 = to_float64(x), (to_float64(dy) if dy is not None else None)
     with np.errstate(invalid="ignore"):
-        ref = reference(x64, axis, c["op"], dy64)
+        ref = op_reference(x64, c["op"], dy64, axis)
     out = None
     fn = getattr(softmax_lab, c["op"])
     try:

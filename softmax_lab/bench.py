@@ -44,7 +44,7 @@ from . import records, timing
 from .device import NoDeviceError, device_info, require_device
 from .variants import DTYPES
 from . import reference
-from .reference import log_softmax_reference, op_error, relative_error, softmax_reference
+from .reference import op_error, op_reference, relative_error, softmax_reference
 
 HEADLINE = (4096, 393216)
 REPEATS = 30
@@ -98,21 +98,6 @@ def check_rows(rows: int, k: int = CHECK_ROWS, seed: int = 0) -> list[int]:
     edges = np.linspace(1, rows - 1, k - 1).astype(np.int64)
     inner = [int(rng.integers(lo, max(lo + 1, hi))) for lo, hi in zip(edges[:-1], edges[1:])]
     return sorted({0, rows - 1, *inner})
-
-
-def backward_reference(y, dy, op: str):
-    """dx in float64 from y (the forward output) and dy (reference.py's formulas)."""
-    fn = reference.softmax_backward_reference if op == "softmax_backward" else reference.log_softmax_backward_reference
-    return fn(dy, y)
-
-
-def op_reference(x, op: str, dy=None):
-    """The float64 reference of `op` on rows x (and dy), NumPy or CuPy."""
-    if op == "softmax":
-        return softmax_reference(x)
-    if op == "log_softmax":
-        return log_softmax_reference(x)
-    return backward_reference(x, dy, op)
 
 
 def tolerance(dtype: str) -> float:

@@ -45,6 +45,17 @@ def log_softmax_backward_reference(dy, y, axis: int = -1):
     return dy - xp.exp(y) * xp.sum(dy, axis=axis, keepdims=True)
 
 
+def op_reference(x, op: str, dy=None, axis: int = -1):
+    """The float64 reference of `op` along axis: softmax or log_softmax of x,
+    or a backward op's dx from y = x (the forward output) and dy."""
+    if op == "softmax":
+        return softmax_reference(x, axis)
+    if op == "log_softmax":
+        return log_softmax_reference(x, axis)
+    backward = softmax_backward_reference if op == "softmax_backward" else log_softmax_backward_reference
+    return backward(dy, x, axis)
+
+
 def backward_scale(dy, y, op: str, axis: int = -1):
     """The size, element by element, of the terms a float32 backward adds up, in
     float64: |y| (|dy| + sum |dy * y|) for softmax and |dy| + e^y sum |dy| for
@@ -94,7 +105,6 @@ def backward_op_error(out, ref, dy, y, dtype: str, op: str, axis: int = -1) -> f
     BACKWARD_HALF_FLOOR of backward_scale (the float32 arithmetic's part,
     which cancellation in dy - sum leaves however small dx is).  Passes at
     BACKWARD_BOUNDS[dtype]."""
-    xp = _xp(y)
     with np.errstate(invalid="ignore", over="ignore"):
         scale = backward_scale(dy, y, op, axis)
         if dtype == "float32":
