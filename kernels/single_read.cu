@@ -82,12 +82,6 @@
 #endif
 #define SR_STAGE_VECS (SR_CAPACITY + 8 * SR_LINE_SHIFT)  // a stage: a slice, and the shift's 7 vectors
 #define SR_WARPS (SR_THREADS / 32)
-// Step 2 and the aligned stores take a slice that holds all but each thread's
-// last vector without comparing indices: halves, whose instructions set their
-// pace (float32 keeps its code and its SASS, test_sass_fingerprints).
-#ifndef SR_WHOLE_PATH
-#define SR_WHOLE_PATH (SOFTMAX_DTYPE != 0)
-#endif
 #ifndef SR_SMEM_LIMIT
 #define SR_SMEM_LIMIT 232448  // shared memory a block may opt in to on sm_90
 #endif
@@ -121,6 +115,19 @@ static_assert(SR_REGISTERS_PER_VECTOR * SR_VPT + SR_OTHER_REGISTERS <=
                   (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
               "the row (4 registers per vector, 8 wide) plus the others must fit the register budget");
 static_assert(!SR_WIDE || SR_VPT <= 12, "wide: at most 12 vectors (96 registers) per thread");
+// Step 2 and the aligned stores take a slice that holds all but each thread's
+// last vector without comparing indices (the whole path): halves always, float32
+// where its blocks keep 128 registers a thread.  H200, 4096 rows, float32
+// softmax ÷ copy (notes/tune-runs/2026-12-02-float-whole-path-p36.txt, -p37):
+// 100003 1.08 against 1.16, 128259 1.08 against 1.12, 200003 1.09 against
+// 1.13, 128256 1.06 against 1.08, 1024 x 1048576 (memory-merged) 1.18 against
+// 1.20, 393216 level; at 96 registers (544 and 608 threads) ptxas spilled 8
+// bytes with it and it lost 1-2 %, so variants.py gives float32 slices
+// 512-thread blocks where they hold them (151936 4 x 512 x 19 1.06 against
+// 4 x 608 x 16's 1.07, 300001 1.09 against 1.10, 262147 1.09 against 1.12).
+#ifndef SR_WHOLE_PATH
+#define SR_WHOLE_PATH (SOFTMAX_DTYPE != 0 || SR_REGISTER_BUDGET >= 128)
+#endif
 
 // ------------------------------------------------------------ the vectors
 // SR_IN_PLACE: float32 softmax, and half softmax built wide, keep e =
@@ -550,8 +557,9 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         }
 #endif
         if (s.r.y_shift == 0) {
-            // Two forms of one loop: the halves' is the one measured with `most`
-            // (p31; one form for both changed their SASS), float32's keeps its SASS.
+            // Two forms of one loop: the whole path's (measured with `most`:
+            // p31, p36) and the form without it (one form for both changed the
+            // halves' SASS).
 #if SR_WHOLE_PATH
             elem_t* dst = s.r.y + s.r.head + SR_VEC * (s.v0 + t);
 #pragma unroll

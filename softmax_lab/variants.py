@@ -493,6 +493,17 @@ def _smem_budget(dev: DeviceInfo, blocks_per_sm: int) -> int:
     return min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // blocks_per_sm) - SMEM_RESERVED
 
 
+# single_read.cu's whole path (a slice that holds all but each thread's last
+# vector is loaded and stored without index compares, SR_WHOLE_PATH): halves
+# always, float32 where its threads keep this many registers (at 96, ptxas
+# spilled it: 544 and 608 threads).  H200, 2026-12-02, 4096 rows, float32
+# softmax ÷ copy (notes/tune-runs/2026-12-02-float-whole-path-p36.txt, -p37):
+# odd lengths 100003-200003 1.08-1.09 against 1.12-1.16, 151936 in 4 x 512 x 19
+# 1.06 against 4 x 608 x 16's 1.07, 262147 and 300001 in 512-thread blocks
+# 1.09 against 1.10-1.12; 393216 level.
+WHOLE_PATH_REGISTERS = 128
+
+
 def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TARGET,
                 cluster: int = 2, smem_budget: int = 1 << 30, itemsize: int = ITEMSIZE,
                 arrays: int = 1, wide: bool = False) -> tuple[int, int] | None:
@@ -505,9 +516,12 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
     fill the SM's 4 partitions evenly (H200, 2026-12-01, time ÷ bytes at 4.28
     TB/s: 4096 x 151936 bf16 softmax 2x640x15 and 2x512x19 1.18-1.19 against
     2x608x16 1.20-1.26, log_softmax 1.105-1.110 against 1.149; float32,
-    bound by memory: 4x640x15 and 4x608x16 equal)."""
+    bound by memory: 4x640x15 and 4x608x16 equal).  Float32 forward slices first take
+    pairs whose threads keep WHOLE_PATH_REGISTERS registers, where single_read.cu
+    takes its whole path."""
     best, best_key = None, None
     balance = itemsize != ITEMSIZE and arrays == 1
+    whole_path = itemsize == ITEMSIZE and arrays == 1
     fewest = min(MIN_THREADS_PER_SM // blocks_per_sm, -(-per_block // 32) * 32)
     for threads in range(fewest, 1025, 32):
         vpt = max(1, -(-per_block // threads))
@@ -517,7 +531,8 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
         fill = per_block / (threads * vpt)
         good = fill >= GOOD_FILL
         even = good and balance and threads // 32 * blocks_per_sm % 4 == 0
-        key = (good, even, -abs(vpt - vpt_target) if good else 0, fill, threads)
+        roomy = good and whole_path and _register_budget(threads, blocks_per_sm) >= WHOLE_PATH_REGISTERS
+        key = (good, roomy, even, -abs(vpt - vpt_target) if good else 0, fill, threads)
         if best_key is None or key > best_key:
             best, best_key = (threads, vpt), key
     return best

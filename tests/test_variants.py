@@ -135,8 +135,11 @@ def test_half_plans_fill_all_but_each_threads_last_vector(dev, dtype, op):
 @pytest.mark.parametrize("rows, cols, label", [
     # the plans measured best or within 2 % of the best on the H200 (runs 5 and 6)
     (4096, 393216, "8x512x24x1x1"), (132, 393216, "8x512x24x1x1"), (16384, 32000, "1x512x16x1x1"),
-    (4096, 128256, "4x512x16x1x1"), (4096, 151936, "4x608x16x1x1"), (512, 100003, "4x512x13x1x1"),
+    (4096, 128256, "4x512x16x1x1"), (512, 100003, "4x512x13x1x1"),
     (8192, 50257, "2x512x13x1x1"), (32, 393216, "16x512x12x1x1"),
+    # 512-thread blocks for the whole path, 2026-12-02 (notes/tune-runs/2026-12-02-float-whole-path-p37.txt):
+    # 1.06, 1.09, 1.09 against 4x608x16's 1.07, 8x608x16's 1.10, 8x544x16's 1.12
+    (4096, 151936, "4x512x19x1x1"), (4096, 300001, "8x512x19x1x1"), (4096, 262147, "8x512x17x1x1"),
 ])
 def test_plans_on_the_h200_are_the_measured_ones(rows, cols, label):
     assert single_read_config(cols, H200, rows).label() == label
