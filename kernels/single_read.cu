@@ -117,14 +117,9 @@ static_assert(SR_REGISTERS_PER_VECTOR * SR_VPT + SR_OTHER_REGISTERS <=
 static_assert(!SR_WIDE || SR_VPT <= 12, "wide: at most 12 vectors (96 registers) per thread");
 // Step 2 and the aligned stores take a slice that holds all but each thread's
 // last vector without comparing indices (the whole path): halves always, float32
-// where its blocks keep 128 registers a thread.  H200, 4096 rows, float32
-// softmax ÷ copy (notes/tune-runs/2026-12-02-float-whole-path-p36.txt, -p37):
-// 100003 1.08 against 1.16, 128259 1.08 against 1.12, 200003 1.09 against
-// 1.13, 128256 1.06 against 1.08, 1024 x 1048576 (memory-merged) 1.18 against
-// 1.20, 393216 level; at 96 registers (544 and 608 threads) ptxas spilled 8
-// bytes with it and it lost 1-2 %, so variants.py gives float32 slices
-// 512-thread blocks where they hold them (151936 4 x 512 x 19 1.06 against
-// 4 x 608 x 16's 1.07, 300001 1.09 against 1.10, 262147 1.09 against 1.12).
+// where its blocks keep 128 registers a thread (at 96, ptxas spilled it).
+// variants.py's WHOLE_PATH_REGISTERS is this rule's 128, with the measurements;
+// its block shapes give float32 slices such blocks where they hold them.
 #ifndef SR_WHOLE_PATH
 #define SR_WHOLE_PATH (SOFTMAX_DTYPE != 0 || SR_REGISTER_BUDGET >= 128)
 #endif

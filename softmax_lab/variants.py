@@ -504,6 +504,12 @@ def _smem_budget(dev: DeviceInfo, blocks_per_sm: int) -> int:
 WHOLE_PATH_REGISTERS = 128
 
 
+def keeps_whole_path(threads: int, blocks_per_sm: int) -> bool:
+    """Whether float32 blocks of `threads`, `blocks_per_sm` to an SM, keep the registers
+    single_read.cu's whole path takes (its SR_WHOLE_PATH rule)."""
+    return _register_budget(threads, blocks_per_sm) >= WHOLE_PATH_REGISTERS
+
+
 def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TARGET,
                 cluster: int = 2, smem_budget: int = 1 << 30, itemsize: int = ITEMSIZE,
                 arrays: int = 1, wide: bool = False) -> tuple[int, int] | None:
@@ -531,7 +537,7 @@ def block_shape(per_block: int, blocks_per_sm: int = 1, vpt_target: int = VPT_TA
         fill = per_block / (threads * vpt)
         good = fill >= GOOD_FILL
         even = good and balance and threads // 32 * blocks_per_sm % 4 == 0
-        roomy = good and whole_path and _register_budget(threads, blocks_per_sm) >= WHOLE_PATH_REGISTERS
+        roomy = good and whole_path and keeps_whole_path(threads, blocks_per_sm)
         key = (good, roomy, even, -abs(vpt - vpt_target) if good else 0, fill, threads)
         if best_key is None or key > best_key:
             best, best_key = (threads, vpt), key

@@ -83,7 +83,7 @@ def test_plans_scale_with_the_element_size(rows, cols):
         assert (half.cluster, half.stages, half.blocks_per_sm) == (single.cluster, single.stages, single.blocks_per_sm)
         assert half.capacity_vecs >= -(-cols * 4 // 16)
         even = half.threads // 32 * half.blocks_per_sm % 4 == 0
-        roomy = V._register_budget(single.threads, single.blocks_per_sm) >= V.WHOLE_PATH_REGISTERS
+        roomy = V.keeps_whole_path(single.threads, single.blocks_per_sm)
         assert half == single or even or roomy  # another shape only where one of the preferences asks for it
     else:
         assert half.capacity_vecs >= -(-cols * 4 // 16) and half.vpt <= single.vpt
