@@ -1506,8 +1506,11 @@ FALLBACKS = ("two_pass", "multi_block")
 # that its 256-thread blocks hold (its first or its wide block shape, or the
 # 384-thread blocks that take the wide shape's place, step 3b): at
 # any number of rows where its plan takes clusters of at most
-# CLUSTER_ROW_ANY_ROWS_CLUSTER blocks (halves: CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER,
-# at CLUSTER_ROW_HALVES_BLOCKS_PER_SM blocks per SM or more); otherwise the
+# CLUSTER_ROW_ANY_ROWS_CLUSTER blocks (float32 clusters of that size only at
+# CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM blocks per SM, else while the input is at
+# most CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM per SM; halves:
+# CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER, at CLUSTER_ROW_HALVES_BLOCKS_PER_SM
+# blocks per SM or more); otherwise the
 # forward ops while the input is at most CLUSTER_ROW_BYTES_PER_SM per SM (a
 # few waves of its clusters; halves: at most CLUSTER_ROW_HALVES_ROWS_PER_SM
 # rows per SM, or CLUSTER_ROW_HALVES_BYTES_PER_SM of rows that start on
@@ -1531,6 +1534,14 @@ FALLBACKS = ("two_pass", "multi_block")
 #   1.13-1.25; but 4096 x 151936 (8 x 256 x 10, three per SM) 1.19-1.31
 #   against 1.09-1.18, 4096 x 100003 (4 x 256 x 13, two) 1.43-1.52 against
 #   1.18-1.32.
+# Float32 clusters of 8 against single_read's whole path (sixteenth session,
+# notes/tune-runs/2026-12-02-cluster-row-or-whole-p39.txt, ÷ copy, back to
+# back): at three blocks per SM single_read won at 4096 rows (90000 columns
+# 1.06 against 1.10, 100003 1.08 against 1.10, 106000 1.07 against 1.08,
+# 95003 level at 1.11) and lost or tied at 1056 rows, 3.0-3.4 MB per SM
+# (95003 1.17 against 1.10, 106000 1.10 against 1.08, 100003 and 90000
+# level); at four blocks per SM (65536-80000 columns) cluster_row won or tied
+# at both (4096 x 80000 1.04 against 1.05, 1056 x 80000 1.06 against 1.10).
 # The float32 backward (evict-last loads before and since), with the pushed
 # exchange (notes/tune-runs/2026-12-01-cluster_row-grid.txt, ÷ torch.add):
 # 132 and 1056 rows of 65536-151936 1.06-1.37 against 1.09-1.46; 4096 x 65536
@@ -1561,6 +1572,8 @@ FALLBACKS = ("two_pass", "multi_block")
 # (528 and 1056 x 100003, 1.53 / 1.48 against 1.36 / 1.33), as at 4096 rows
 # in the session before (1.43-1.52 against 1.18-1.32).
 CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
+CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM = 4
+CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM = 6 << 20
 CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER = 4
 CLUSTER_ROW_HALVES_BLOCKS_PER_SM = 4
 CLUSTER_ROW_BYTES_PER_SM = 3 << 20
@@ -1584,8 +1597,12 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
             shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count and
             (_rows_aligned(shape) or plan.blocks_per_sm > 1))
     if shape.itemsize == ITEMSIZE:
-        return plan.cluster <= CLUSTER_ROW_ANY_ROWS_CLUSTER or \
-            shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_BYTES_PER_SM * dev.sm_count
+        if plan.cluster < CLUSTER_ROW_ANY_ROWS_CLUSTER or (
+                plan.cluster == CLUSTER_ROW_ANY_ROWS_CLUSTER and plan.blocks_per_sm >= CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM):
+            return True
+        per_sm = CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM if plan.cluster == CLUSTER_ROW_ANY_ROWS_CLUSTER \
+            else CLUSTER_ROW_BYTES_PER_SM
+        return shape.rows * shape.cols * shape.itemsize <= per_sm * dev.sm_count
     if plan.cluster <= CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER and plan.blocks_per_sm >= CLUSTER_ROW_HALVES_BLOCKS_PER_SM:
         return True
     return shape.rows <= CLUSTER_ROW_HALVES_ROWS_PER_SM * dev.sm_count or (

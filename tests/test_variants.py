@@ -268,7 +268,8 @@ def test_auto_never_fails_to_offer_a_variant():
     (1025, "three_pass", "three_pass"),
     (4096, "three_pass", "three_pass"),
     (4097, "cluster_row", "two_pass"),  # a row of one block (CLUSTER_ROW_ANY_ROWS_CLUSTER)
-    (100003, "cluster_row", "multi_block_l2"),  # clusters of 8 (CLUSTER_ROW_ANY_ROWS_CLUSTER)
+    (80000, "cluster_row", "multi_block_l2"),  # clusters of 8 at four blocks per SM (CLUSTER_ROW_ANY_ROWS_CLUSTER)
+    (100003, "single_read", "multi_block_l2"),  # clusters of 8 at three per SM, 1.6 GB: 12 MiB per SM
     (151936, "single_read", "multi_block_l2"),  # clusters of 16 at 4096 rows: 18 MiB per SM
     (393216, "single_read", "multi_block_l2"),
     (393217, "single_read", "multi_block_l2"),  # a memory-merged group of 10 in place of a cluster of 16
@@ -279,6 +280,15 @@ def test_auto_never_fails_to_offer_a_variant():
 def test_auto_rules(cols, on_h200, on_a100):
     assert choose(4096, cols, H200).name == on_h200
     assert choose(4096, cols, A100).name == on_a100
+
+
+def test_float32_clusters_of_8_below_four_blocks_per_sm_go_to_cluster_row_by_input_bytes():
+    assert V.cluster_row_plan(100003, H200, 1056).blocks_per_sm == 3
+    limit = V.CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM * H200.sm_count
+    assert 1056 * 100003 * 4 <= limit < 4096 * 100003 * 4
+    assert choose(1056, 100003, H200).name == "cluster_row"
+    assert choose(4096, 100003, H200).name == "single_read"
+    assert choose(4096, 100003, H200, "bfloat16").name == "single_read"  # halves keep their own rule
 
 
 # ------------------------------------------------------------------ cluster_row
@@ -348,8 +358,11 @@ def test_cluster_row_has_no_plan_before_hopper():
     (4096, 32000, "bfloat16", "softmax", "cluster_row"),  # clusters of 2: any number of rows
     (1 << 20, 4097, "float32", "softmax", "cluster_row"),
     (8192, 12000, "float32", "softmax_backward", "cluster_row"),
-    (4096, 32000, "float32", "softmax", "cluster_row"),  # float32 clusters of up to 8: any number of rows
-    (1 << 20, 100003, "float32", "softmax", "cluster_row"),
+    (4096, 32000, "float32", "softmax", "cluster_row"),  # float32 clusters of up to 4: any number of rows
+    (1 << 20, 80000, "float32", "softmax", "cluster_row"),  # of 8 at four blocks per SM: any number of rows
+    (1 << 20, 100003, "float32", "softmax", "single_read"),  # of 8 at three: up to 6 MiB per SM
+    (2076, 100003, "float32", "softmax", "cluster_row"),
+    (2077, 100003, "float32", "softmax", "single_read"),
     (4096, 128256, "float32", "softmax", "single_read"),  # clusters of 16 at 4096 rows: 15 MiB per SM
     (4096, 151936, "float32", "softmax", "single_read"),
     (4096, 65536, "bfloat16", "softmax", "cluster_row"),  # halves: clusters of up to 4 at four blocks per SM
