@@ -1001,10 +1001,25 @@ def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | N
 
 
 # Rows of at most WARP_ROW_BYTES (WARP_ROW_COLS fp32 elements, twice as many
-# halves): one warp per row (single_read_warp).
+# halves): one warp per row (single_read_warp), each lane holding as many
+# vectors as the row needs (warp_row_vpt), at most WARP_ROW_VPT.  Built for
+# fewer, the kernel keeps fewer registers and so more warps per SM, and loads
+# no masked vectors: H200, 2026-12-02 (notes/tune-runs/2026-12-02-short-halves-p40.txt,
+# ÷ copy): 524288 x 1024 bf16 softmax 0.98 at 4 vectors a lane against 1.33
+# at 8 (75 registers against 105), log_softmax 1.06 against 1.34, fp16
+# softmax 0.98 against 1.32.
 WARP_ROW_VPT = 8
 WARP_ROW_BYTES = 32 * WARP_ROW_VPT * VECTOR_BYTES
 WARP_ROW_COLS = WARP_ROW_BYTES // ITEMSIZE
+
+
+def warp_row_vpt(cols: int, itemsize: int = ITEMSIZE) -> int:
+    """single_read_warp's vectors per lane (SR_WARP_VPT) for rows of `cols`: the fewest
+    that hold the row at any alignment."""
+    vpt = -(-_row_vecs(cols, itemsize) // 32)
+    if vpt > WARP_ROW_VPT:
+        raise ValueError(f"a warp holds rows of at most {WARP_ROW_BYTES} bytes; got {cols} x {itemsize}")
+    return vpt
 
 # The configurations derived on an H200 for representative row lengths: the
 # builds that the compile checks (tests, `softmax-lab info`) cover.
@@ -1042,7 +1057,8 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     if config is None and shape.cols * shape.itemsize <= WARP_ROW_BYTES:
         wide = {"SR_WIDE": 1} if holds_wide(shape.dtype, shape.op) else {}
         function = loader.get_kernel("single_read.cu", "single_read_warp",
-                                     {"SR_WARP_VPT": WARP_ROW_VPT} | defines | wide, device_id=dev.id).kernel
+                                     {"SR_WARP_VPT": warp_row_vpt(shape.cols, shape.itemsize)} | defines | wide,
+                                     device_id=dev.id).kernel
         return _prepared_launcher(function, (min(shape.rows, 2**31 - 1),), (32,), shape.scalars(), False)
     config = config or single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     if config is None:

@@ -38,7 +38,8 @@ def _plans(dtype):
 def _builds():
     for dtype, op in BUILDS:
         defines = V.kernel_defines(dtype, op)
-        yield pytest.param({"SR_WARP_VPT": V.WARP_ROW_VPT} | defines, id=f"warp-{dtype}-{op}")
+        for vpt in (1, 4, V.WARP_ROW_VPT):  # warp_row_vpt's range
+            yield pytest.param({"SR_WARP_VPT": vpt} | defines, id=f"warp{vpt}-{dtype}-{op}")
         for c in _plans(dtype):
             yield pytest.param(c.defines() | defines, id=f"{c.label()}-{dtype}-{op}")
 
@@ -345,6 +346,22 @@ def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols)
     assert defines.get("SR_WIDE", 0) == (1 if wide else 0), (source, entry, defines)
     assert source == ("single_read_backward.cu" if op in V.BACKWARD_OPS else "single_read.cu")
     assert entry == ("single_read_warp" if cols * isz <= V.WARP_ROW_BYTES and op in V.OPS else source[:-3])
+    if entry == "single_read_warp":
+        assert defines["SR_WARP_VPT"] == V.warp_row_vpt(cols, isz)
+
+
+@pytest.mark.parametrize("cols, itemsize, vpt", [
+    (1, 4, 1), (4, 4, 1), (128, 4, 1), (129, 4, 2), (520, 4, 5), (1024, 4, 8),
+    (1, 2, 1), (256, 2, 1), (1000, 2, 4), (1024, 2, 4), (1025, 2, 5), (2048, 2, 8),
+])
+def test_the_warp_kernel_holds_as_many_vectors_as_the_row_needs(cols, itemsize, vpt):
+    assert V.warp_row_vpt(cols, itemsize) == vpt
+    assert 32 * vpt * 16 >= cols * itemsize  # the row fits at any alignment (head and tail are scalars)
+
+
+def test_no_warp_holds_a_row_past_warp_row_bytes():
+    with pytest.raises(ValueError, match="at most 4096 bytes"):
+        V.warp_row_vpt(1025, 4)
 
 
 @pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=lambda d: d.name)
