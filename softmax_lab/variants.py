@@ -1000,26 +1000,50 @@ def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | N
     return _cluster_launcher(lambda c, d: kernel, plan, shape, dev, per_line, "cluster_row", lines)
 
 
-# Rows of at most WARP_ROW_BYTES (WARP_ROW_COLS fp32 elements, twice as many
-# halves): one warp per row (single_read_warp), each lane holding as many
-# vectors as the row needs (warp_row_vpt), at most WARP_ROW_VPT.  Built for
-# fewer, the kernel keeps fewer registers and so more warps per SM, and loads
-# no masked vectors: H200, 2026-12-02 (notes/tune-runs/2026-12-02-short-halves-p40.txt,
-# ÷ copy): 524288 x 1024 bf16 softmax 0.98 at 4 vectors a lane against 1.33
-# at 8 (75 registers against 105), log_softmax 1.06 against 1.34, fp16
-# softmax 0.98 against 1.32.
+# Rows that one warp holds (single_read_warp): each lane holds as many
+# vectors as the row needs (warp_row_vpt), at most WARP_ROW_VPT for float32
+# and for the halves' softmax built wide (8 registers a vector), at most
+# WARP_ROW_HALVES_VPT for halves held packed (4 registers a vector; past
+# WARP_ROW_BYTES the halves' softmax is built packed, two exponentials an
+# element): warp_row_bytes.  Built for fewer vectors, the kernel keeps fewer
+# registers and so more warps per SM, and loads no masked vectors; halves'
+# log_softmax stops at WARP_ROW_HALVES_LOG_VPT, where ptxas (NVRTC 13.0) spilled
+# 16 bytes at 12 (152 at 16; the probe's 1.16 below ran that build).  H200,
+# 2026-12-02, ÷ copy (notes/tune-runs/2026-12-02-short-halves-p40.txt and
+# -short-rows-p41.txt): 524288 x 1024 bf16 softmax 0.98 at 4 vectors a lane
+# against 1.33 at 8 (75 registers against 105), log_softmax 1.06 against
+# 1.34, fp16 softmax 0.98 against 1.32; 524288 x 512 float32 0.99 against
+# 1.09; 131072 x 4096 bf16 softmax 0.99 at 16 packed vectors against
+# three_pass's 1.29, log_softmax 1.16 against 1.25.  (Float32 rows of 8 KB
+# at 16 vectors: untried; three_pass runs them at 1.09.)
 WARP_ROW_VPT = 8
+WARP_ROW_HALVES_VPT = 16
+WARP_ROW_HALVES_LOG_VPT = 11
 WARP_ROW_BYTES = 32 * WARP_ROW_VPT * VECTOR_BYTES
 WARP_ROW_COLS = WARP_ROW_BYTES // ITEMSIZE
 
 
-def warp_row_vpt(cols: int, itemsize: int = ITEMSIZE) -> int:
+def warp_row_bytes(itemsize: int = ITEMSIZE, op: str = "softmax") -> int:
+    """The longest forward row, in bytes, that single_read_warp holds for `op` on elements
+    of `itemsize`."""
+    if itemsize == ITEMSIZE:
+        return WARP_ROW_BYTES
+    return 32 * (WARP_ROW_HALVES_LOG_VPT if op == "log_softmax" else WARP_ROW_HALVES_VPT) * VECTOR_BYTES
+
+
+def warp_row_vpt(cols: int, itemsize: int = ITEMSIZE, op: str = "softmax") -> int:
     """single_read_warp's vectors per lane (SR_WARP_VPT) for rows of `cols`: the fewest
     that hold the row at any alignment."""
-    vpt = -(-_row_vecs(cols, itemsize) // 32)
-    if vpt > WARP_ROW_VPT:
-        raise ValueError(f"a warp holds rows of at most {WARP_ROW_BYTES} bytes; got {cols} x {itemsize}")
-    return vpt
+    if cols * itemsize > warp_row_bytes(itemsize, op):
+        raise ValueError(f"a warp holds {op} rows of at most {warp_row_bytes(itemsize, op)} bytes of "
+                         f"{itemsize}-byte elements; got {cols}")
+    return -(-_row_vecs(cols, itemsize) // 32)
+
+
+def warp_row_wide(cols: int, dtype: str, op: str) -> bool:
+    """Whether single_read_warp is built wide (SR_WIDE) for rows of `cols`."""
+    return holds_wide(dtype, op) and warp_row_vpt(cols, DTYPES[dtype], op) <= WARP_ROW_VPT
+
 
 # The configurations derived on an H200 for representative row lengths: the
 # builds that the compile checks (tests, `softmax-lab info`) cover.
@@ -1054,11 +1078,10 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     if shape.backward:
         return _prepare_single_read_backward(shape, dev, config, groups)
     defines = kernel_defines(shape.dtype, shape.op)
-    if config is None and shape.cols * shape.itemsize <= WARP_ROW_BYTES:
-        wide = {"SR_WIDE": 1} if holds_wide(shape.dtype, shape.op) else {}
-        function = loader.get_kernel("single_read.cu", "single_read_warp",
-                                     {"SR_WARP_VPT": warp_row_vpt(shape.cols, shape.itemsize)} | defines | wide,
-                                     device_id=dev.id).kernel
+    if config is None and shape.cols * shape.itemsize <= warp_row_bytes(shape.itemsize, shape.op):
+        wide = {"SR_WIDE": 1} if warp_row_wide(shape.cols, shape.dtype, shape.op) else {}
+        vpt = {"SR_WARP_VPT": warp_row_vpt(shape.cols, shape.itemsize, shape.op)}
+        function = loader.get_kernel("single_read.cu", "single_read_warp", vpt | defines | wide, device_id=dev.id).kernel
         return _prepared_launcher(function, (min(shape.rows, 2**31 - 1),), (32,), shape.scalars(), False)
     config = config or single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     if config is None:
@@ -1389,7 +1412,9 @@ _ALL = (
         reads=1, writes=1, min_compute_capability=90,
         summary=("row held on chip across a thread-block cluster, combined through distributed shared memory "
                  "(past a cluster's reach: across a group of resident blocks, combined through device memory)"),
-        launch_rule=(f"rows of <= {WARP_ROW_BYTES} bytes: one warp per row; longer: a persistent grid of resident "
+        launch_rule=(f"rows of <= {WARP_ROW_BYTES} bytes (halves: {warp_row_bytes(2)}, their log_softmax "
+                     f"{warp_row_bytes(2, 'log_softmax')}): one warp per row; longer: "
+                     "a persistent grid of resident "
                      "clusters, configuration derived from rows, row length, element size and device "
                      "(single_read_config); slices placed at their sources' offsets in 128-byte lines where rows "
                      "or slices start off a line (line_shifted); forward rows past a cluster of 16 (or where a "
@@ -1449,10 +1474,12 @@ def get_variant(name: str) -> Variant:
 
 
 # variant="auto": by element size, (longest row in bytes, variants in order
-# of preference).  Rows of up to 4 KB (1024 floats, 2048 halves): a warp per
-# row (single_read_warp).  Rows up to 16 KB stay in L1/L2 between passes, so
-# three_pass moves no more device memory than one read there and has the
-# least overhead.  Longer rows go to single_read where the device has it (its
+# of preference).  Forward rows of up to 4 KB of floats (1024), 8 KB of
+# halves (4096; log_softmax 5.5 KB): first a warp per row (single_read_warp,
+# warp_row_bytes; preferences).  Rows up to 16 KB
+# stay in L1/L2 between passes, so three_pass moves no more device memory than
+# one read there and has the least overhead (but cluster_row takes forward rows
+# past 8 KB, below).  Longer rows go to single_read where the device has it (its
 # plan depends on rows, row length, element size and device), and past what a
 # cluster holds (or without Hopper) to the two-read algorithms: for floats
 # two_pass up to 256 KB rows, then multi_block_l2 (one launch, the second read
@@ -1473,13 +1500,11 @@ def get_variant(name: str) -> Variant:
 # pick it.
 SINGLE_READ_FLOAT_ROW_BYTES = 393216 * ITEMSIZE
 AUTO_RULES = {
-    4: ((WARP_ROW_BYTES, ("single_read", "three_pass")),
-        (16384, ("three_pass",)),
+    4: ((16384, ("three_pass",)),
         (262144, ("single_read", "two_pass")),
         (SINGLE_READ_FLOAT_ROW_BYTES, ("single_read", "multi_block_l2")),
         (math.inf, ("multi_block_l2", "multi_block"))),
-    2: ((WARP_ROW_BYTES, ("single_read", "three_pass")),
-        (16384, ("three_pass",)),
+    2: ((16384, ("three_pass",)),
         (786432, ("single_read", "two_pass")),
         (math.inf, ("single_read", "multi_block_l2", "multi_block"))),
 }
@@ -1518,7 +1543,8 @@ BACKWARD_AUTO_RULES = {
 FALLBACKS = ("two_pass", "multi_block")
 
 
-# cluster_row before the rules above, for rows longer than three_pass's 16 KB
+# cluster_row before the rules above, for forward rows longer than
+# CLUSTER_ROW_MIN_ROW_BYTES (backward: CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES, three_pass's and two_pass's 16 KB)
 # that its 256-thread blocks hold (its first or its wide block shape, or the
 # 384-thread blocks that take the wide shape's place, step 3b): at
 # any number of rows where its plan takes clusters of at most
@@ -1550,6 +1576,13 @@ FALLBACKS = ("two_pass", "multi_block")
 #   1.13-1.25; but 4096 x 151936 (8 x 256 x 10, three per SM) 1.19-1.31
 #   against 1.09-1.18, 4096 x 100003 (4 x 256 x 13, two) 1.43-1.52 against
 #   1.18-1.32.
+# Rows of 8-16 KB, which went to three_pass (sixteenth session,
+# notes/tune-runs/2026-12-02-short-rows-p41.txt, ÷ copy, ~1 GiB of rows): float32
+# 3000 columns 1.00 against 1.10, 4096 0.98 against 1.07 (1056 rows 0.94
+# against 1.11, log_softmax 0.99 against 1.08), but 2048 (8 KB, two vectors a
+# thread) 1.19 against 1.09; bf16 6000 1.36 / 1.34 against 1.61 / 1.62
+# (softmax / log_softmax), 8192 1.19 / 1.14 against 1.35 / 1.33 (1056 rows
+# 1.14 / 1.10 against 1.39 / 1.33); 132 rows sit in L2, level.
 # Float32 clusters of 8 against single_read's whole path (sixteenth session,
 # notes/tune-runs/2026-12-02-cluster-row-or-whole-p39.txt, ÷ copy, back to
 # back): at three blocks per SM single_read won at 4096 rows (90000 columns
@@ -1587,6 +1620,8 @@ FALLBACKS = ("two_pass", "multi_block")
 # hence CLUSTER_ROW_HALVES_BYTES_PER_SM; on odd lengths it lost from 528 rows
 # (528 and 1056 x 100003, 1.53 / 1.48 against 1.36 / 1.33), as at 4096 rows
 # in the session before (1.43-1.52 against 1.18-1.32).
+CLUSTER_ROW_MIN_ROW_BYTES = 8192
+CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES = 16384
 CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
 CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM = 4
 CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM = 6 << 20
@@ -1600,7 +1635,8 @@ CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 1
 
 
 def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
-    if shape.cols * shape.itemsize <= 16384 or (shape.backward and shape.itemsize != ITEMSIZE):
+    shortest = CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES if shape.backward else CLUSTER_ROW_MIN_ROW_BYTES
+    if shape.cols * shape.itemsize <= shortest or (shape.backward and shape.itemsize != ITEMSIZE):
         return False
     arrays = 2 if shape.backward else 1
     plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, arrays)
@@ -1638,7 +1674,8 @@ def _rows_aligned(shape: Shape) -> bool:
 
 def _memory_merged_plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | None:
     """single_read's plan for a forward shape where it is memory-merged, else None."""
-    if shape.backward or dev.compute_capability < 90 or shape.cols * shape.itemsize <= WARP_ROW_BYTES:
+    if shape.backward or dev.compute_capability < 90 or \
+            shape.cols * shape.itemsize <= warp_row_bytes(shape.itemsize, shape.op):
         return None
     plan = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     return plan if plan is not None and plan.memory_merge else None
@@ -1649,6 +1686,8 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     The api takes the first whose prepare() does not raise CannotRun."""
     rules = BACKWARD_AUTO_RULES if shape.backward else AUTO_RULES
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
+    if not shape.backward and shape.cols * shape.itemsize <= warp_row_bytes(shape.itemsize, shape.op):
+        names = ("single_read",) + names  # a warp per row (single_read_warp)
     if _cluster_row_first(shape, dev) and "cluster_row" not in names:
         names = ("cluster_row",) + names
     merged = _memory_merged_plan(shape, dev)

@@ -38,7 +38,8 @@ def _plans(dtype):
 def _builds():
     for dtype, op in BUILDS:
         defines = V.kernel_defines(dtype, op)
-        for vpt in (1, 4, V.WARP_ROW_VPT):  # warp_row_vpt's range
+        most = V.warp_row_vpt(V.warp_row_bytes(V.DTYPES[dtype], op) // V.DTYPES[dtype], V.DTYPES[dtype], op)
+        for vpt in sorted({1, 4, V.WARP_ROW_VPT, most}):  # warp_row_vpt's range
             yield pytest.param({"SR_WARP_VPT": vpt} | defines, id=f"warp{vpt}-{dtype}-{op}")
         for c in _plans(dtype):
             yield pytest.param(c.defines() | defines, id=f"{c.label()}-{dtype}-{op}")
@@ -125,10 +126,11 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
 @pytest.mark.parametrize("op", V.OPS)
 @pytest.mark.parametrize("cols, on_h200, on_a100", [
     (1, "single_read", "three_pass"),
-    (2048, "single_read", "three_pass"),  # a warp per row: 4 KB
-    (2049, "three_pass", "three_pass"),
-    (8192, "three_pass", "three_pass"),
-    (8193, "cluster_row", "two_pass"),  # a row of one cluster_row block, at any number of rows
+    (2048, "single_read", "three_pass"),  # a warp per row: wide up to 4 KB
+    (2816, "single_read", "three_pass"),  # packed: log_softmax up to 5.5 KB, softmax 8 KB
+    (4097, "cluster_row", "three_pass"),  # a row of one cluster_row block past 8 KB, at any number of rows
+    (8192, "cluster_row", "three_pass"),
+    (8193, "cluster_row", "two_pass"),
     (100003, "single_read", "two_pass"),
     (393216, "single_read", "two_pass"),  # measured: two_pass before multi_block for halves
     (393217, "single_read", "multi_block_l2"),  # multi_block_l2 measured ahead of multi_block
@@ -139,6 +141,12 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
 def test_auto_for_halves(dtype, op, cols, on_h200, on_a100):
     assert V.choose(4096, cols, H200, dtype, op).name == on_h200
     assert V.choose(4096, cols, A100, dtype, op).name == on_a100
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_halves_log_softmax_leaves_the_warp_where_its_build_would_spill(dtype):
+    assert V.choose(4096, 4096, H200, dtype, "softmax").name == "single_read"  # 16 packed vectors a lane
+    assert V.choose(4096, 4096, H200, dtype, "log_softmax").name == "three_pass"
 
 
 @pytest.mark.parametrize("cols", [1, 1024, 4096, 4097, 65536, 65537, 393216, 786432])
@@ -324,7 +332,7 @@ def test_memory_merged_groups_take_the_place_of_clusters_of_16_where_they_pay(dt
 
 @pytest.mark.parametrize("dtype", V.DTYPES)
 @pytest.mark.parametrize("op", V.ALL_OPS)
-@pytest.mark.parametrize("cols", [1000, 2048, 32000, 393216, 786432, 786433])
+@pytest.mark.parametrize("cols", [1000, 2048, 2049, 2817, 4096, 32000, 393216, 786432, 786433])
 def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols):
     """What prepare hands the loader (no GPU: the fake loader records the defines and refuses)."""
     seen = []
@@ -342,26 +350,37 @@ def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols)
         assert not seen
         return
     (source, entry, defines), = seen
-    wide = V.holds_wide(dtype, op) and cols <= V._single_read_limit(H200, dtype, op, wide=True)
-    assert defines.get("SR_WIDE", 0) == (1 if wide else 0), (source, entry, defines)
     assert source == ("single_read_backward.cu" if op in V.BACKWARD_OPS else "single_read.cu")
-    assert entry == ("single_read_warp" if cols * isz <= V.WARP_ROW_BYTES and op in V.OPS else source[:-3])
-    if entry == "single_read_warp":
-        assert defines["SR_WARP_VPT"] == V.warp_row_vpt(cols, isz)
+    warp = op in V.OPS and cols * isz <= V.warp_row_bytes(isz, op)
+    assert entry == ("single_read_warp" if warp else source[:-3])
+    if warp:  # wide while a lane holds at most 8 widened vectors
+        wide = V.holds_wide(dtype, op) and V.warp_row_vpt(cols, isz, op) <= V.WARP_ROW_VPT
+        assert defines["SR_WARP_VPT"] == V.warp_row_vpt(cols, isz, op)
+    else:
+        wide = V.holds_wide(dtype, op) and cols <= V._single_read_limit(H200, dtype, op, wide=True)
+    assert defines.get("SR_WIDE", 0) == (1 if wide else 0), (source, entry, defines)
 
 
-@pytest.mark.parametrize("cols, itemsize, vpt", [
-    (1, 4, 1), (4, 4, 1), (128, 4, 1), (129, 4, 2), (520, 4, 5), (1024, 4, 8),
-    (1, 2, 1), (256, 2, 1), (1000, 2, 4), (1024, 2, 4), (1025, 2, 5), (2048, 2, 8),
+@pytest.mark.parametrize("cols, itemsize, op, vpt", [
+    (1, 4, "softmax", 1), (4, 4, "softmax", 1), (128, 4, "softmax", 1), (129, 4, "log_softmax", 2),
+    (520, 4, "softmax", 5), (1024, 4, "softmax", 8),
+    (1, 2, "softmax", 1), (256, 2, "softmax", 1), (1000, 2, "softmax", 4), (1024, 2, "log_softmax", 4),
+    (1025, 2, "softmax", 5), (2048, 2, "softmax", 8), (2049, 2, "softmax", 9), (4096, 2, "softmax", 16),
+    (2816, 2, "log_softmax", 11),
 ])
-def test_the_warp_kernel_holds_as_many_vectors_as_the_row_needs(cols, itemsize, vpt):
-    assert V.warp_row_vpt(cols, itemsize) == vpt
+def test_the_warp_kernel_holds_as_many_vectors_as_the_row_needs(cols, itemsize, op, vpt):
+    assert V.warp_row_vpt(cols, itemsize, op) == vpt
     assert 32 * vpt * 16 >= cols * itemsize  # the row fits at any alignment (head and tail are scalars)
 
 
-def test_no_warp_holds_a_row_past_warp_row_bytes():
-    with pytest.raises(ValueError, match="at most 4096 bytes"):
-        V.warp_row_vpt(1025, 4)
+@pytest.mark.parametrize("cols, itemsize, op, limit", [
+    (1025, 4, "softmax", 4096), (1025, 4, "log_softmax", 4096), (4097, 2, "softmax", 8192),
+    (2817, 2, "log_softmax", 5632),  # ptxas spilled the halves' log_softmax warp kernel past 11 vectors a lane
+])
+def test_no_warp_holds_a_row_past_warp_row_bytes(cols, itemsize, op, limit):
+    assert V.warp_row_bytes(itemsize, op) == limit
+    with pytest.raises(ValueError, match=f"at most {limit} bytes"):
+        V.warp_row_vpt(cols, itemsize, op)
 
 
 @pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=lambda d: d.name)

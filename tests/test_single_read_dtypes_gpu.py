@@ -101,8 +101,8 @@ def test_random_shapes_through_the_api(dtype, op):
 
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("rows, cols", [(3, 37), (5, 2048), (2, 2049), (7, 32000), (3, 100003), (2, 393216),
-                                        (1, 786433)])
+@pytest.mark.parametrize("rows, cols", [(3, 37), (5, 2048), (2, 2049), (3, 2816), (2, 2817), (4, 4093), (3, 4096),
+                                        (7, 32000), (3, 100003), (2, 393216), (1, 786433)])
 def test_every_alignment_of_x_and_y(dtype, op, rows, cols):
     """Every 2-byte misalignment of the output (0-7 elements) against three of the input: one test per
     shape, looping over the 24 pairs (672 separate tests did not fit the GPU suite in one device call)."""
@@ -292,8 +292,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
 
     for dtype in ("float16", "bfloat16", "float32"):
         for op in ("softmax", "log_softmax"):
-            for cols in (1000, 2049, 40000, 393216):
-                run(dtype, op, 3, cols, 1, 3)  # derived plans and the warp path, rows of 3
+            for cols in (1000, 2049, 4093, 40000, 393216):
+                run(dtype, op, 3, cols, 1, 3)  # derived plans and the warp path (halves: up to 16 vectors), rows of 3
             for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (16, 32, 2, 1, 1)]:
                 c = V.ClusterConfig(*cfg)
                 run(dtype, op, 4, c.capacity_vecs * 16 // V.DTYPES[dtype] - 5, 2, 1, config=c)

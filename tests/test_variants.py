@@ -266,7 +266,9 @@ def test_auto_never_fails_to_offer_a_variant():
     (1, "single_read", "three_pass"),
     (1024, "single_read", "three_pass"),
     (1025, "three_pass", "three_pass"),
-    (4096, "three_pass", "three_pass"),
+    (2048, "three_pass", "three_pass"),
+    (2049, "cluster_row", "three_pass"),  # forward rows past 8 KB (CLUSTER_ROW_MIN_ROW_BYTES)
+    (4096, "cluster_row", "three_pass"),
     (4097, "cluster_row", "two_pass"),  # a row of one block (CLUSTER_ROW_ANY_ROWS_CLUSTER)
     (80000, "cluster_row", "multi_block_l2"),  # clusters of 8 at four blocks per SM (CLUSTER_ROW_ANY_ROWS_CLUSTER)
     (100003, "single_read", "multi_block_l2"),  # clusters of 8 at three per SM, 1.6 GB: 12 MiB per SM
@@ -375,7 +377,9 @@ def test_cluster_row_has_no_plan_before_hopper():
     (528, 128256, "bfloat16", "softmax", "cluster_row"),  # up to 1.5 MiB per SM of aligned rows
     (683, 151936, "float16", "log_softmax", "cluster_row"),
     (684, 151936, "float16", "log_softmax", "single_read"),
-    (132, 4096, "float32", "softmax", "three_pass"),  # short rows keep their rules
+    (132, 2048, "float32", "softmax", "three_pass"),  # short rows keep their rules
+    (132, 4096, "float32", "softmax", "cluster_row"),  # but forward rows past 8 KB
+    (132, 4096, "float32", "softmax_backward", "two_pass"),  # and backward rows past 16 KB
     (132, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks too
     (264, 393216, "float32", "softmax", "cluster_row"),
     (265, 393216, "float32", "softmax", "single_read"),
