@@ -1,0 +1,20 @@
+"""Session 16 probe 42 (p40's harness), PREPARED, NOT RUN YET (the session's device time was spent): float32
+rows of 4-8 KB in the warp kernel at 9-16 vectors a lane (ptxas, NVRTC 13.0: no spills up to 16 for softmax and
+log_softmax), against three_pass (auto there: 1.09 x copy at 131072 x 2048, p41) and cluster_row (1.19).  Also
+the halves' log_softmax at 2817-4096 columns: three_pass (auto) against the warp kernel at 16 packed vectors,
+whose build spills 152 bytes (p41: 1.16 against 1.25 at 4096).
+PYTHONPATH=. python3 notes/tune-runs/2026-12-02-float-warp-p42.py
+"""
+import runpy
+import torch
+
+p40 = runpy.run_path("notes/tune-runs/2026-12-02-short-halves-p40.py", run_name="p40")
+run = p40["run"]
+print(torch.cuda.get_device_name(), flush=True)
+for cols in (1100, 1536, 2048):
+    vpt = -(-cols * 4 // 16 // 32)
+    for op in ("softmax", "log_softmax"):
+        run((1 << 30) // (4 * cols), cols, "float32", op, ("auto", f"warp{vpt}p", "three_pass", "cluster_row"))
+    run(1056, cols, "float32", "softmax", ("auto", f"warp{vpt}p", "three_pass"))
+for cols in (3000, 4096):
+    run((1 << 30) // (2 * cols), cols, "bfloat16", "log_softmax", ("auto", "warp16p", "three_pass"))
