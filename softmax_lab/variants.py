@@ -1544,7 +1544,7 @@ FALLBACKS = ("two_pass", "multi_block")
 
 
 # cluster_row before the rules above, for forward rows longer than
-# CLUSTER_ROW_MIN_ROW_BYTES[itemsize] (backward: CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES, three_pass's and
+# CLUSTER_ROW_MIN_ROW_BYTES (backward: CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES, three_pass's and
 # two_pass's 16 KB)
 # that its 256-thread blocks hold (its first or its wide block shape, or the
 # 384-thread blocks that take the wide shape's place, step 3b): at
@@ -1583,10 +1583,10 @@ FALLBACKS = ("two_pass", "multi_block")
 # against 1.11, log_softmax 0.99 against 1.08), but 2048 (8 KB, two vectors a
 # thread) 1.19 against 1.09; bf16 6000 1.36 / 1.34 against 1.61 / 1.62
 # (softmax / log_softmax), 8192 1.19 / 1.14 against 1.35 / 1.33 (1056 rows
-# 1.14 / 1.10 against 1.39 / 1.33); 132 rows sit in L2, level.  Float32 takes
-# it past 11 KB (2816 columns, 2.75 vectors a thread of its 256): between 2
-# vectors a thread (8 KB, slower) and 2.93 (3000 columns, faster) it is not
-# measured yet.
+# 1.14 / 1.10 against 1.39 / 1.33); 132 rows sit in L2, level.  At two
+# vectors a thread of its 256 it lost for both (float32 2048 above, bf16 4096
+# 1.51 against 1.29), at 2.93 (3000 and 6000 columns) it won: so past 11 KB,
+# 2.75 vectors a thread; between, nothing is measured yet.
 # Float32 clusters of 8 against single_read's whole path (sixteenth session,
 # notes/tune-runs/2026-12-02-cluster-row-or-whole-p39.txt, ÷ copy, back to
 # back): at three blocks per SM single_read won at 4096 rows (90000 columns
@@ -1624,7 +1624,7 @@ FALLBACKS = ("two_pass", "multi_block")
 # hence CLUSTER_ROW_HALVES_BYTES_PER_SM; on odd lengths it lost from 528 rows
 # (528 and 1056 x 100003, 1.53 / 1.48 against 1.36 / 1.33), as at 4096 rows
 # in the session before (1.43-1.52 against 1.18-1.32).
-CLUSTER_ROW_MIN_ROW_BYTES = {4: 11264, 2: 8192}
+CLUSTER_ROW_MIN_ROW_BYTES = 11264
 CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES = 16384
 CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
 CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM = 4
@@ -1639,7 +1639,7 @@ CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 1
 
 
 def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
-    shortest = CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES if shape.backward else CLUSTER_ROW_MIN_ROW_BYTES[shape.itemsize]
+    shortest = CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES if shape.backward else CLUSTER_ROW_MIN_ROW_BYTES
     if shape.cols * shape.itemsize <= shortest or (shape.backward and shape.itemsize != ITEMSIZE):
         return False
     arrays = 2 if shape.backward else 1

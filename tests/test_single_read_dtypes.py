@@ -128,7 +128,9 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
     (1, "single_read", "three_pass"),
     (2048, "single_read", "three_pass"),  # a warp per row: wide up to 4 KB
     (2816, "single_read", "three_pass"),  # packed: log_softmax up to 5.5 KB, softmax 8 KB
-    (4097, "cluster_row", "three_pass"),  # a row of one cluster_row block past 8 KB, at any number of rows
+    (4097, "three_pass", "three_pass"),
+    (5632, "three_pass", "three_pass"),
+    (5633, "cluster_row", "three_pass"),  # a row of one cluster_row block past 11 KB, at any number of rows
     (8192, "cluster_row", "three_pass"),
     (8193, "cluster_row", "two_pass"),
     (100003, "single_read", "two_pass"),

@@ -268,7 +268,7 @@ def test_auto_never_fails_to_offer_a_variant():
     (1025, "three_pass", "three_pass"),
     (2048, "three_pass", "three_pass"),
     (2816, "three_pass", "three_pass"),
-    (2817, "cluster_row", "three_pass"),  # forward float32 rows past 11 KB (CLUSTER_ROW_MIN_ROW_BYTES)
+    (2817, "cluster_row", "three_pass"),  # forward rows past 11 KB (CLUSTER_ROW_MIN_ROW_BYTES)
     (4096, "cluster_row", "three_pass"),
     (4097, "cluster_row", "two_pass"),  # a row of one block (CLUSTER_ROW_ANY_ROWS_CLUSTER)
     (80000, "cluster_row", "multi_block_l2"),  # clusters of 8 at four blocks per SM (CLUSTER_ROW_ANY_ROWS_CLUSTER)
