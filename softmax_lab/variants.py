@@ -1479,7 +1479,7 @@ def get_variant(name: str) -> Variant:
 # warp_row_bytes; preferences).  Rows up to 16 KB
 # stay in L1/L2 between passes, so three_pass moves no more device memory than
 # one read there and has the least overhead (but cluster_row takes forward rows
-# past 8 KB, below).  Longer rows go to single_read where the device has it (its
+# past 11 KB, below).  Longer rows go to single_read where the device has it (its
 # plan depends on rows, row length, element size and device), and past what a
 # cluster holds (or without Hopper) to the two-read algorithms: for floats
 # two_pass up to 256 KB rows, then multi_block_l2 (one launch, the second read
