@@ -38,7 +38,7 @@ def _plans(dtype):
 def _builds():
     for dtype, op in BUILDS:
         defines = V.kernel_defines(dtype, op)
-        most = V.warp_row_vpt(V.warp_row_bytes(V.DTYPES[dtype], op) // V.DTYPES[dtype], V.DTYPES[dtype], op)
+        most = V.warp_row_bytes(V.DTYPES[dtype], op) // (32 * V.VECTOR_BYTES)
         for vpt in sorted({1, 4, V.WARP_ROW_VPT, most}):  # warp_row_vpt's range
             yield pytest.param({"SR_WARP_VPT": vpt} | defines, id=f"warp{vpt}-{dtype}-{op}")
         for c in _plans(dtype):

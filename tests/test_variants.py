@@ -379,8 +379,8 @@ def test_cluster_row_has_no_plan_before_hopper():
     (683, 151936, "float16", "log_softmax", "cluster_row"),
     (684, 151936, "float16", "log_softmax", "single_read"),
     (132, 2048, "float32", "softmax", "three_pass"),  # short rows keep their rules
-    (132, 4096, "float32", "softmax", "cluster_row"),  # but forward rows past 8 KB
-    (132, 4096, "float32", "softmax_backward", "two_pass"),  # and backward rows past 16 KB
+    (132, 4096, "float32", "softmax", "cluster_row"),  # but forward rows past 11 KB
+    (132, 4096, "float32", "softmax_backward", "two_pass"),  # backward rows up to 16 KB stay with two_pass
     (132, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks too
     (264, 393216, "float32", "softmax", "cluster_row"),
     (265, 393216, "float32", "softmax", "single_read"),
