@@ -1,4 +1,5 @@
-"""Session 16 probe 42 (p40's harness), PREPARED, NOT RUN YET (the session's device time was spent): float32
+"""Session 16 probe 42 (p40's harness), prepared then; run in session 17 (H200, 2026-12-02 ~02:45 UTC, code
+1a9505d; output beside it, .txt): float32
 rows of 4-8 KB in the warp kernel at 9-16 vectors a lane (ptxas, NVRTC 13.0: no spills up to 16 for softmax and
 log_softmax), against three_pass (auto there: 1.09 x copy at 131072 x 2048, p41) and cluster_row (1.19); and
 rows of 8-11 KB (float32 and bf16), where auto keeps three_pass until cluster_row is measured there.  Also
