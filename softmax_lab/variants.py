@@ -1001,48 +1001,42 @@ def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | N
 
 
 # Rows that one warp holds (single_read_warp): each lane holds as many
-# vectors as the row needs (warp_row_vpt), at most WARP_ROW_VPT for float32
-# and for the halves' softmax built wide (8 registers a vector), at most
-# WARP_ROW_HALVES_VPT for halves held packed (4 registers a vector; past
-# WARP_ROW_BYTES the halves' softmax is built packed, two exponentials an
-# element): warp_row_bytes.  Built for fewer vectors, the kernel keeps fewer
-# registers and so more warps per SM, and loads no masked vectors; halves'
-# log_softmax stops at WARP_ROW_HALVES_LOG_VPT, where ptxas (NVRTC 13.0) spilled
-# 16 bytes at 12 (152 at 16; the probe's 1.16 below ran that build).  H200,
-# 2026-12-02, ÷ copy (notes/tune-runs/2026-12-02-short-halves-p40.txt and
-# -short-rows-p41.txt): 524288 x 1024 bf16 softmax 0.98 at 4 vectors a lane
-# against 1.33 at 8 (75 registers against 105), log_softmax 1.06 against
-# 1.34, fp16 softmax 0.98 against 1.32; 524288 x 512 float32 0.99 against
-# 1.09; 131072 x 4096 bf16 softmax 0.99 at 16 packed vectors against
-# three_pass's 1.29, log_softmax 1.16 against 1.25.  (Float32 rows of 8 KB
-# at 16 vectors: untried; three_pass runs them at 1.09.)
-WARP_ROW_VPT = 8
-WARP_ROW_HALVES_VPT = 16
-WARP_ROW_HALVES_LOG_VPT = 11
-WARP_ROW_BYTES = 32 * WARP_ROW_VPT * VECTOR_BYTES
-WARP_ROW_COLS = WARP_ROW_BYTES // ITEMSIZE
+# vectors as the row needs (warp_row_vpt), at most WARP_ROW_MAX_VPT (WARP_ROW_BYTES
+# a row, every dtype and op); the halves' softmax is built wide (8 registers a
+# vector, one exponential an element) up to WARP_ROW_WIDE_VPT, packed past it
+# (4 registers a vector, two exponentials).  Built for fewer vectors, the
+# kernel keeps fewer registers and so more warps per SM, and loads no masked
+# vectors.  The halves' log_softmax spills past 11 vectors (ptxas, NVRTC 13.0:
+# 16 bytes at 12, 152 at 16) and still beats three_pass.  H200, 2026-12-02,
+# ÷ copy (notes/tune-runs/2026-12-02-short-halves-p40.txt, -short-rows-p41.txt,
+# -float-warp-p42.txt), ~1 GiB of rows:
+# - 524288 x 1024 bf16 softmax 0.98 at 4 vectors a lane against 1.33 at 8
+#   (75 registers against 105), log_softmax 1.06 against 1.34, fp16 softmax
+#   0.98 against 1.32; 524288 x 512 float32 0.99 against 1.09;
+# - 131072 x 4096 bf16 softmax 0.99 at 16 packed vectors against three_pass's
+#   1.29; log_softmax (spilling) 1.18 against 1.24, at 3000 columns 1.28
+#   against 1.51;
+# - float32 1100, 1536 and 2048 columns (9, 12 and 16 vectors) 0.98-0.99
+#   against three_pass's 1.56, 1.31 and 1.09 (log_softmax 0.98-0.99 against
+#   1.07-1.53).  At 1056 rows (in L2) level but for 1100 columns (0.80
+#   against 0.62, a run of ~4 us).
+WARP_ROW_WIDE_VPT = 8
+WARP_ROW_MAX_VPT = 16
+WARP_ROW_BYTES = 32 * WARP_ROW_MAX_VPT * VECTOR_BYTES
 
 
-def warp_row_bytes(itemsize: int = ITEMSIZE, op: str = "softmax") -> int:
-    """The longest forward row, in bytes, that single_read_warp holds for `op` on elements
-    of `itemsize`."""
-    if itemsize == ITEMSIZE:
-        return WARP_ROW_BYTES
-    return 32 * (WARP_ROW_HALVES_LOG_VPT if op == "log_softmax" else WARP_ROW_HALVES_VPT) * VECTOR_BYTES
-
-
-def warp_row_vpt(cols: int, itemsize: int = ITEMSIZE, op: str = "softmax") -> int:
+def warp_row_vpt(cols: int, itemsize: int = ITEMSIZE) -> int:
     """single_read_warp's vectors per lane (SR_WARP_VPT) for rows of `cols`: the fewest
     that hold the row at any alignment."""
-    if cols * itemsize > warp_row_bytes(itemsize, op):
-        raise ValueError(f"a warp holds {op} rows of at most {warp_row_bytes(itemsize, op)} bytes of "
-                         f"{itemsize}-byte elements; got {cols}")
+    if cols * itemsize > WARP_ROW_BYTES:
+        raise ValueError(f"a warp holds rows of at most {WARP_ROW_BYTES} bytes; got {cols} elements "
+                         f"of {itemsize} bytes")
     return -(-_row_vecs(cols, itemsize) // 32)
 
 
 def warp_row_wide(cols: int, dtype: str, op: str) -> bool:
     """Whether single_read_warp is built wide (SR_WIDE) for rows of `cols`."""
-    return holds_wide(dtype, op) and warp_row_vpt(cols, DTYPES[dtype], op) <= WARP_ROW_VPT
+    return holds_wide(dtype, op) and warp_row_vpt(cols, DTYPES[dtype]) <= WARP_ROW_WIDE_VPT
 
 
 # The configurations derived on an H200 for representative row lengths: the
@@ -1078,9 +1072,9 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     if shape.backward:
         return _prepare_single_read_backward(shape, dev, config, groups)
     defines = kernel_defines(shape.dtype, shape.op)
-    if config is None and shape.cols * shape.itemsize <= warp_row_bytes(shape.itemsize, shape.op):
+    if config is None and shape.cols * shape.itemsize <= WARP_ROW_BYTES:
         wide = {"SR_WIDE": 1} if warp_row_wide(shape.cols, shape.dtype, shape.op) else {}
-        vpt = {"SR_WARP_VPT": warp_row_vpt(shape.cols, shape.itemsize, shape.op)}
+        vpt = {"SR_WARP_VPT": warp_row_vpt(shape.cols, shape.itemsize)}
         function = loader.get_kernel("single_read.cu", "single_read_warp", vpt | defines | wide, device_id=dev.id).kernel
         return _prepared_launcher(function, (min(shape.rows, 2**31 - 1),), (32,), shape.scalars(), False)
     config = config or single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
@@ -1412,8 +1406,7 @@ _ALL = (
         reads=1, writes=1, min_compute_capability=90,
         summary=("row held on chip across a thread-block cluster, combined through distributed shared memory "
                  "(past a cluster's reach: across a group of resident blocks, combined through device memory)"),
-        launch_rule=(f"rows of <= {WARP_ROW_BYTES} bytes (halves: {warp_row_bytes(2)}, their log_softmax "
-                     f"{warp_row_bytes(2, 'log_softmax')}): one warp per row; longer: "
+        launch_rule=(f"rows of <= {WARP_ROW_BYTES} bytes: one warp per row; longer: "
                      "a persistent grid of resident "
                      "clusters, configuration derived from rows, row length, element size and device "
                      "(single_read_config); slices placed at their sources' offsets in 128-byte lines where rows "
@@ -1474,12 +1467,11 @@ def get_variant(name: str) -> Variant:
 
 
 # variant="auto": by element size, (longest row in bytes, variants in order
-# of preference).  Forward rows of up to 4 KB of floats (1024), 8 KB of
-# halves (4096; log_softmax 5.5 KB): first a warp per row (single_read_warp,
-# warp_row_bytes; preferences).  Rows up to 16 KB
+# of preference).  Forward rows of up to 8 KB (2048 floats, 4096 halves):
+# first a warp per row (single_read_warp, WARP_ROW_BYTES; preferences).  Rows up to 16 KB
 # stay in L1/L2 between passes, so three_pass moves no more device memory than
 # one read there and has the least overhead (but cluster_row takes forward rows
-# past 11 KB, below).  Longer rows go to single_read where the device has it (its
+# past 8.5 KB, below).  Longer rows go to single_read where the device has it (its
 # plan depends on rows, row length, element size and device), and past what a
 # cluster holds (or without Hopper) to the two-read algorithms: for floats
 # two_pass up to 256 KB rows, then multi_block_l2 (one launch, the second read
@@ -1585,8 +1577,13 @@ FALLBACKS = ("two_pass", "multi_block")
 # (softmax / log_softmax), 8192 1.19 / 1.14 against 1.35 / 1.33 (1056 rows
 # 1.14 / 1.10 against 1.39 / 1.33); 132 rows sit in L2, level.  At two
 # vectors a thread of its 256 it lost for both (float32 2048 above, bf16 4096
-# 1.51 against 1.29), at 2.93 (3000 and 6000 columns) it won: so past 11 KB,
-# 2.75 vectors a thread; between, nothing is measured yet.
+# 1.51 against 1.29), at 2.93 (3000 and 6000 columns) it won.  Between
+# (notes/tune-runs/2026-12-02-float-warp-p42.txt, ~1 GiB, three_pass against
+# cluster_row): float32 2049 columns (8196 bytes) 1.17 against 1.31, 2300
+# (9200) 1.21 against 1.18, 2600 1.14 against 1.09, 2816 1.09 against 1.03;
+# bf16 4097 (8194 bytes) 1.71 / 1.64 against 1.93 / 1.70, 4800 (9600) 1.74 /
+# 1.78 against 1.62 / 1.52, 5632 1.58 / 1.65 against 1.42 / 1.37: so past
+# 8.5 KB, between the last loss and the first win.
 # Float32 clusters of 8 against single_read's whole path (sixteenth session,
 # notes/tune-runs/2026-12-02-cluster-row-or-whole-p39.txt, ÷ copy, back to
 # back): at three blocks per SM single_read won at 4096 rows (90000 columns
@@ -1624,7 +1621,7 @@ FALLBACKS = ("two_pass", "multi_block")
 # hence CLUSTER_ROW_HALVES_BYTES_PER_SM; on odd lengths it lost from 528 rows
 # (528 and 1056 x 100003, 1.53 / 1.48 against 1.36 / 1.33), as at 4096 rows
 # in the session before (1.43-1.52 against 1.18-1.32).
-CLUSTER_ROW_MIN_ROW_BYTES = 11264
+CLUSTER_ROW_MIN_ROW_BYTES = 8704
 CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES = 16384
 CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
 CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM = 4
@@ -1679,7 +1676,7 @@ def _rows_aligned(shape: Shape) -> bool:
 def _memory_merged_plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | None:
     """single_read's plan for a forward shape where it is memory-merged, else None."""
     if shape.backward or dev.compute_capability < 90 or \
-            shape.cols * shape.itemsize <= warp_row_bytes(shape.itemsize, shape.op):
+            shape.cols * shape.itemsize <= WARP_ROW_BYTES:
         return None
     plan = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     return plan if plan is not None and plan.memory_merge else None
@@ -1690,7 +1687,7 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     The api takes the first whose prepare() does not raise CannotRun."""
     rules = BACKWARD_AUTO_RULES if shape.backward else AUTO_RULES
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
-    if not shape.backward and shape.cols * shape.itemsize <= warp_row_bytes(shape.itemsize, shape.op):
+    if not shape.backward and shape.cols * shape.itemsize <= WARP_ROW_BYTES:
         names = ("single_read",) + names  # a warp per row (single_read_warp)
     if _cluster_row_first(shape, dev) and "cluster_row" not in names:
         names = ("cluster_row",) + names

@@ -288,6 +288,20 @@ def test_above_2_to_the_31_elements(name):
 
 
 @pytest.mark.gpu
+def test_above_2_to_the_31_elements_in_rows_of_one_warp():
+    """auto's warp per row (single_read_warp at 16 vectors a lane) on 2^20 + 1 rows of 2048:
+    the row index times the row length passes 2^31."""
+    cp = _cupy()
+    rows, cols = (1 << 20) + 1, 2048
+    assert rows * cols > 2**31 and softmax_lab.choose(rows, cols, softmax_lab.device_info()).name == "single_read"
+    x = cp.random.standard_normal((rows, cols), dtype=cp.float32)
+    out = cp.full((rows, cols), cp.nan, dtype=cp.float32)
+    softmax_lab.softmax(x, out=out)
+    for r0 in range(0, rows, 1 << 16):
+        _check(out[r0 : r0 + (1 << 16)], x[r0 : r0 + (1 << 16)])
+
+
+@pytest.mark.gpu
 def test_torch_and_cai_inputs_zero_copy():
     torch = pytest.importorskip("torch")
     cp = _cupy()

@@ -9,7 +9,7 @@ import pytest
 import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab import loader, variants
 from softmax_lab.device import DeviceInfo
-from softmax_lab.variants import ALL_OPS, BACKWARD_OPS, DTYPES, OPS, SINGLE_READ_CONFIGS, WARP_ROW_VPT, kernel_defines
+from softmax_lab.variants import ALL_OPS, BACKWARD_OPS, DTYPES, OPS, SINGLE_READ_CONFIGS, WARP_ROW_MAX_VPT, WARP_ROW_WIDE_VPT, kernel_defines
 
 V = sys.modules["softmax_lab.variants"]
 H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
@@ -84,7 +84,7 @@ def _builds():
                     source = v.backward_source if op in BACKWARD_OPS and v.backward_source else v.source
                     for arch in ("sm_90",) if v.min_compute_capability >= 90 else ("sm_80", "sm_90"):
                         yield pytest.param(source, arch, kernel_defines(dtype, op), id=f"{v.name}-{dtype}-{op}-{arch}")
-    for vpt in (1, 4, WARP_ROW_VPT):  # warp_row_vpt's range: registers grow with vpt
+    for vpt in (1, 4, WARP_ROW_WIDE_VPT, WARP_ROW_MAX_VPT):  # warp_row_vpt's range: registers grow with vpt
         yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": vpt}, id=f"single_read_warp-{vpt}")
     for c in _derived_configs():
         yield pytest.param("single_read.cu", "sm_90", c.defines(), id=f"single_read-{c.label()}")

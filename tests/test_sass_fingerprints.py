@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from softmax_lab import loader
-from softmax_lab.variants import WARP_ROW_VPT
+from softmax_lab.variants import WARP_ROW_WIDE_VPT
 
 RECORD = Path(__file__).with_name("fp32_sass_fingerprints.json")
 FINGERPRINT_BUILDS = {
     f"{source}-{arch}": (source, arch, None)
     for source in ("three_pass.cu", "two_pass.cu", "multi_block.cu", "copy.cu") for arch in ("sm_80", "sm_90")
 }
-FINGERPRINT_BUILDS["single_read_warp-sm_90"] = ("single_read.cu", "sm_90", {"SR_WARP_VPT": WARP_ROW_VPT})
+FINGERPRINT_BUILDS["single_read_warp-sm_90"] = ("single_read.cu", "sm_90", {"SR_WARP_VPT": WARP_ROW_WIDE_VPT})
 FINGERPRINT_BUILDS["single_read-8x512x24x1x1-sm_90"] = (
     "single_read.cu", "sm_90", {"SR_CLUSTER": 8, "SR_THREADS": 512, "SR_VPT": 24, "SR_STAGES": 1, "SR_BLOCKS_PER_SM": 1})
 FINGERPRINT_BUILDS["long_row-8x512x12+26x1-sm_90"] = (

@@ -35,24 +35,30 @@ def _plans(dtype):
     return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm))
 
 
+# The halves' log_softmax warp kernel past 11 vectors a lane spills (ptxas, NVRTC 13.0: 16
+# bytes at 12, 152 at 16) and still beats three_pass there (variants.py, WARP_ROW_MAX_VPT):
+# the spill allowed it, in bytes, that a larger one fails.
+HALF_LOG_WARP_SPILL = 152
+
+
 def _builds():
     for dtype, op in BUILDS:
         defines = V.kernel_defines(dtype, op)
-        most = V.warp_row_bytes(V.DTYPES[dtype], op) // (32 * V.VECTOR_BYTES)
-        for vpt in sorted({1, 4, V.WARP_ROW_VPT, most}):  # warp_row_vpt's range
-            yield pytest.param({"SR_WARP_VPT": vpt} | defines, id=f"warp{vpt}-{dtype}-{op}")
+        for vpt in (1, 4, V.WARP_ROW_WIDE_VPT, 11, V.WARP_ROW_MAX_VPT):  # warp_row_vpt's range
+            spill = HALF_LOG_WARP_SPILL if dtype != "float32" and op == "log_softmax" and vpt > 11 else 0
+            yield pytest.param({"SR_WARP_VPT": vpt} | defines, spill, id=f"warp{vpt}-{dtype}-{op}")
         for c in _plans(dtype):
-            yield pytest.param(c.defines() | defines, id=f"{c.label()}-{dtype}-{op}")
+            yield pytest.param(c.defines() | defines, 0, id=f"{c.label()}-{dtype}-{op}")
 
 
-@pytest.mark.parametrize("defines", list(_builds()))
-def test_every_plan_of_every_dtype_and_op_compiles_without_spills(defines):
+@pytest.mark.parametrize("defines, spill", list(_builds()))
+def test_every_plan_of_every_dtype_and_op_compiles_without_spills(defines, spill):
     cubin, log = loader.nvrtc_cubin("single_read.cu", "sm_90", defines, ("--ptxas-options=-v",))
     entries = re.findall(r"Compiling entry function '(\w+)'", log)
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert entries and len(spills) == len(entries), log
-    assert all(s == ("0", "0") for s in spills), log
-    assert all(s == "0" for s in re.findall(r"(\d+) bytes stack frame", log)), log
+    assert all(int(stores) <= spill and int(loads) <= spill for stores, loads in spills), log
+    assert all(int(s) <= spill for s in re.findall(r"(\d+) bytes stack frame", log)), log
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -126,11 +132,11 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
 @pytest.mark.parametrize("op", V.OPS)
 @pytest.mark.parametrize("cols, on_h200, on_a100", [
     (1, "single_read", "three_pass"),
-    (2048, "single_read", "three_pass"),  # a warp per row: wide up to 4 KB
-    (2816, "single_read", "three_pass"),  # packed: log_softmax up to 5.5 KB, softmax 8 KB
+    (2048, "single_read", "three_pass"),  # a warp per row: softmax wide up to 4 KB
+    (4096, "single_read", "three_pass"),  # packed up to 8 KB (log_softmax spilling past 5.5 KB)
     (4097, "three_pass", "three_pass"),
-    (5632, "three_pass", "three_pass"),
-    (5633, "cluster_row", "three_pass"),  # a row of one cluster_row block past 11 KB, at any number of rows
+    (4352, "three_pass", "three_pass"),
+    (4353, "cluster_row", "three_pass"),  # a row of one cluster_row block past 8.5 KB, at any number of rows
     (8192, "cluster_row", "three_pass"),
     (8193, "cluster_row", "two_pass"),
     (100003, "single_read", "two_pass"),
@@ -143,12 +149,6 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
 def test_auto_for_halves(dtype, op, cols, on_h200, on_a100):
     assert V.choose(4096, cols, H200, dtype, op).name == on_h200
     assert V.choose(4096, cols, A100, dtype, op).name == on_a100
-
-
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_halves_log_softmax_leaves_the_warp_where_its_build_would_spill(dtype):
-    assert V.choose(4096, 4096, H200, dtype, "softmax").name == "single_read"  # 16 packed vectors a lane
-    assert V.choose(4096, 4096, H200, dtype, "log_softmax").name == "three_pass"
 
 
 @pytest.mark.parametrize("cols", [1, 1024, 4096, 4097, 65536, 65537, 393216, 786432])
@@ -242,7 +242,7 @@ def test_every_wide_plan_compiles_without_spills(config, dtype):
 
 @pytest.mark.parametrize("dtype", HALVES)
 def test_the_wide_warp_kernel_fits_its_128_registers(dtype):
-    used = _ptxas({"SR_WARP_VPT": V.WARP_ROW_VPT, "SR_WIDE": 1} | V.kernel_defines(dtype, "softmax"))
+    used = _ptxas({"SR_WARP_VPT": V.WARP_ROW_WIDE_VPT, "SR_WIDE": 1} | V.kernel_defines(dtype, "softmax"))
     regs, stores, loads, stack = used["single_read_warp"]
     assert regs <= 128 and stores == loads == stack == 0
 
@@ -353,36 +353,30 @@ def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols)
         return
     (source, entry, defines), = seen
     assert source == ("single_read_backward.cu" if op in V.BACKWARD_OPS else "single_read.cu")
-    warp = op in V.OPS and cols * isz <= V.warp_row_bytes(isz, op)
+    warp = op in V.OPS and cols * isz <= V.WARP_ROW_BYTES
     assert entry == ("single_read_warp" if warp else source[:-3])
     if warp:  # wide while a lane holds at most 8 widened vectors
-        wide = V.holds_wide(dtype, op) and V.warp_row_vpt(cols, isz, op) <= V.WARP_ROW_VPT
-        assert defines["SR_WARP_VPT"] == V.warp_row_vpt(cols, isz, op)
+        wide = V.holds_wide(dtype, op) and V.warp_row_vpt(cols, isz) <= V.WARP_ROW_WIDE_VPT
+        assert defines["SR_WARP_VPT"] == V.warp_row_vpt(cols, isz)
     else:
         wide = V.holds_wide(dtype, op) and cols <= V._single_read_limit(H200, dtype, op, wide=True)
     assert defines.get("SR_WIDE", 0) == (1 if wide else 0), (source, entry, defines)
 
 
-@pytest.mark.parametrize("cols, itemsize, op, vpt", [
-    (1, 4, "softmax", 1), (4, 4, "softmax", 1), (128, 4, "softmax", 1), (129, 4, "log_softmax", 2),
-    (520, 4, "softmax", 5), (1024, 4, "softmax", 8),
-    (1, 2, "softmax", 1), (256, 2, "softmax", 1), (1000, 2, "softmax", 4), (1024, 2, "log_softmax", 4),
-    (1025, 2, "softmax", 5), (2048, 2, "softmax", 8), (2049, 2, "softmax", 9), (4096, 2, "softmax", 16),
-    (2816, 2, "log_softmax", 11),
+@pytest.mark.parametrize("cols, itemsize, vpt", [
+    (1, 4, 1), (4, 4, 1), (128, 4, 1), (129, 4, 2), (520, 4, 5), (1024, 4, 8), (1025, 4, 9), (2048, 4, 16),
+    (1, 2, 1), (256, 2, 1), (1000, 2, 4), (1024, 2, 4), (1025, 2, 5), (2048, 2, 8), (2049, 2, 9), (4096, 2, 16),
 ])
-def test_the_warp_kernel_holds_as_many_vectors_as_the_row_needs(cols, itemsize, op, vpt):
-    assert V.warp_row_vpt(cols, itemsize, op) == vpt
+def test_the_warp_kernel_holds_as_many_vectors_as_the_row_needs(cols, itemsize, vpt):
+    assert V.warp_row_vpt(cols, itemsize) == vpt
     assert 32 * vpt * 16 >= cols * itemsize  # the row fits at any alignment (head and tail are scalars)
 
 
-@pytest.mark.parametrize("cols, itemsize, op, limit", [
-    (1025, 4, "softmax", 4096), (1025, 4, "log_softmax", 4096), (4097, 2, "softmax", 8192),
-    (2817, 2, "log_softmax", 5632),  # ptxas spilled the halves' log_softmax warp kernel past 11 vectors a lane
-])
-def test_no_warp_holds_a_row_past_warp_row_bytes(cols, itemsize, op, limit):
-    assert V.warp_row_bytes(itemsize, op) == limit
-    with pytest.raises(ValueError, match=f"at most {limit} bytes"):
-        V.warp_row_vpt(cols, itemsize, op)
+@pytest.mark.parametrize("cols, itemsize", [(2049, 4), (4097, 2), (1 << 20, 2)])
+def test_no_warp_holds_a_row_past_warp_row_bytes(cols, itemsize):
+    assert V.WARP_ROW_BYTES == 8192
+    with pytest.raises(ValueError, match="at most 8192 bytes"):
+        V.warp_row_vpt(cols, itemsize)
 
 
 @pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=lambda d: d.name)
