@@ -581,22 +581,41 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 }
 
 // ------------------------------------------------------------ the warp kernel
-// Rows of at most 32 * SR_WARP_VPT 16-byte vectors: one warp per row, the row
-// in registers, warp shuffles for the reductions (no shared memory, no block
-// barrier); loads and stores with the evict-last policy, as above.  SR_WIDE
-// holds halves as floats here too (8 x 8 registers + 32 fit its 128: ptxas
-// used 106 for 8 vectors, NVRTC 12.9), e in place, one exponential.  Launch:
-// blocks of 32 threads, one per row (the block loops over rows blockIdx.x +
-// k * gridDim.x beyond the grid).
+// Rows of at most SR_ROW_WARPS * 32 * SR_WARP_VPT 16-byte vectors: one block
+// of SR_ROW_WARPS warps per row (by default one warp), the row in registers,
+// warp shuffles for the reductions (no shared memory, no block barrier; with
+// several warps, the warps' results meet in shared memory: block_max,
+// block_sum); loads and stores with the evict-last policy, as above.  Each
+// warp holds runs of 32 vectors (lane order), warp w the run w of every
+// SR_ROW_WARPS.  SR_WIDE holds halves as floats here too (8 x 8 registers + 32
+// fit its 128: ptxas used 106 for 8 vectors, NVRTC 12.9), e in place, one
+// exponential.  Launch: blocks of 32 * SR_ROW_WARPS threads, one per row (the
+// block loops over rows blockIdx.x + k * gridDim.x beyond the grid).
 #ifndef SR_WARP_VPT
 #define SR_WARP_VPT 8
 #endif
+#ifndef SR_ROW_WARPS
+#define SR_ROW_WARPS 1
+#endif
 static_assert(SR_WARP_VPT >= 1 && SR_REGISTERS_PER_VECTOR * SR_WARP_VPT + 32 <= 128,
               "the row (4 registers per vector, 8 wide) plus 32 others must fit 128 registers per thread");
+static_assert(SR_ROW_WARPS == 1 || SR_ROW_WARPS == 2 || SR_ROW_WARPS == 4 || SR_ROW_WARPS == 8 || SR_ROW_WARPS == 16,
+              "SR_ROW_WARPS: 1, 2, 4, 8 or 16 warps a row (16 blocks of 32 threads an SM at 128 registers)");
 
-extern "C" __global__ void __launch_bounds__(32, 16)
+#if SR_ROW_WARPS == 1
+#define SR_ROW_MAX(v) warp_max(v)
+#define SR_ROW_SUM(v) warp_sum(v)
+#else
+#define SR_ROW_MAX(v) block_max(v, scratch)
+#define SR_ROW_SUM(v) block_sum(v, scratch)
+#endif
+
+extern "C" __global__ void __launch_bounds__(32 * SR_ROW_WARPS, 16 / SR_ROW_WARPS)
     single_read_warp(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y) {
-    const unsigned lane = threadIdx.x;
+#if SR_ROW_WARPS > 1
+    __shared__ float scratch[32];
+#endif
+    const unsigned t = threadIdx.x;  // lane t & 31 of warp t >> 5
     for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
         const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
         const vec_t* in = body_vecs(r);
@@ -606,15 +625,15 @@ extern "C" __global__ void __launch_bounds__(32, 16)
 #endif
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
-            const i64 j = lane + 32 * k;
+            const i64 j = t + 32 * SR_ROW_WARPS * k;
             const vec_t raw = j < r.vecs ? load_evict_last(in + j) : raw_neg_inf();
 #if SR_PACKED_MAX
             max_pair = max_into(max_pair, raw);
 #endif
             v[k] = hold(raw);
         }
-        const bool owns_scalar = lane < scalar_count(r);
-        float scalar = owns_scalar ? to_float(r.x[scalar_index(r, lane)]) : SOFTMAX_NEG_INF;
+        const bool owns_scalar = t < scalar_count(r);
+        float scalar = owns_scalar ? to_float(r.x[scalar_index(r, t)]) : SOFTMAX_NEG_INF;
 #if SR_PACKED_MAX
         float m = fmaxf(scalar, pair_max(max_pair));
 #else
@@ -622,7 +641,7 @@ extern "C" __global__ void __launch_bounds__(32, 16)
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) m = fmaxf(m, vec_max(v[k]));
 #endif
-        m = warp_max(m);
+        m = SR_ROW_MAX(m);
         const float base = exp_base(m);
         float sum = exp_elem(scalar, base);
 #if SR_IN_PLACE
@@ -633,7 +652,7 @@ extern "C" __global__ void __launch_bounds__(32, 16)
             sum += vec_sum(v[k]);
         }
         // e^(base - m) is 1, or NaN-making inf when the whole row is -inf.
-        const float scale = exp_approx(base - m) / warp_sum(sum);
+        const float scale = exp_approx(base - m) / SR_ROW_SUM(sum);
         const auto out = [scale](const reg_t& e) { return narrow(vec_mul(e, scale)); };
         const auto out1 = [scale](float e) { return from_float<elem_t>(e * scale); };
 #else
@@ -644,9 +663,9 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         }
         // m = -inf (the whole row -inf) gives NaN: e^(-inf - -inf), -inf - -inf.
 #if SOFTMAX_LOG
-        const RowOutput f = row_output(m, warp_sum(sum));
+        const RowOutput f = row_output(m, SR_ROW_SUM(sum));
 #else
-        const ExpOutput f = {m, 1.f / warp_sum(sum)};
+        const ExpOutput f = {m, 1.f / SR_ROW_SUM(sum)};
 #endif
         const auto out = [f](vec_t x) {
             opaque(x);
@@ -660,10 +679,10 @@ extern "C" __global__ void __launch_bounds__(32, 16)
         // where lane 31 asked for it, wrong; kept per warp until measured.)
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
-            const i64 j = lane + 32 * k;
+            const i64 j = t + 32 * SR_ROW_WARPS * k;
             store_warp(r, j, out(v[k]), j < r.vecs);
         }
-        if (owns_scalar) r.y[scalar_index(r, lane)] = out1(scalar);
+        if (owns_scalar) r.y[scalar_index(r, t)] = out1(scalar);
     }
 }
 #endif  // SR_HELPERS_ONLY

@@ -1000,43 +1000,59 @@ def _prepare_cluster_row(shape: Shape, dev: DeviceInfo, plan: RowClusterPlan | N
     return _cluster_launcher(lambda c, d: kernel, plan, shape, dev, per_line, "cluster_row", lines)
 
 
-# Rows that one warp holds (single_read_warp): each lane holds as many
-# vectors as the row needs (warp_row_vpt), at most WARP_ROW_MAX_VPT (WARP_ROW_BYTES
-# a row, every dtype and op); the halves' softmax is built wide (8 registers a
-# vector, one exponential an element) up to WARP_ROW_WIDE_VPT, packed past it
-# (4 registers a vector, two exponentials).  Built for fewer vectors, the
-# kernel keeps fewer registers and so more warps per SM, and loads no masked
-# vectors.  The halves' log_softmax spills past 11 vectors (ptxas, NVRTC 13.0:
-# 16 bytes at 12, 152 at 16) and still beats three_pass.  H200, 2026-12-02,
-# ÷ copy (notes/tune-runs/2026-12-02-short-halves-p40.txt, -short-rows-p41.txt,
-# -float-warp-p42.txt), ~1 GiB of rows:
-# - 524288 x 1024 bf16 softmax 0.98 at 4 vectors a lane against 1.33 at 8
-#   (75 registers against 105), log_softmax 1.06 against 1.34, fp16 softmax
-#   0.98 against 1.32; 524288 x 512 float32 0.99 against 1.09;
-# - 131072 x 4096 bf16 softmax 0.99 at 16 packed vectors against three_pass's
-#   1.29; log_softmax (spilling) 1.18 against 1.24, at 3000 columns 1.28
-#   against 1.51;
-# - float32 1100, 1536 and 2048 columns (9, 12 and 16 vectors) 0.98-0.99
-#   against three_pass's 1.56, 1.31 and 1.09 (log_softmax 0.98-0.99 against
-#   1.07-1.53).  At 1056 rows (in L2) level but for 1100 columns (0.80
-#   against 0.62, a run of ~4 us).
+# Rows held in registers by single_read_warp: a block of `warps` warps per row
+# (SR_ROW_WARPS), each lane holding as many vectors as the row needs (SR_WARP_VPT):
+# warp_row_plan, the fewest warps (a power of two, at most WARP_ROW_MAX_WARPS)
+# whose lanes hold the row in at most WARP_ROW_MAX_VPT vectors (the halves'
+# log_softmax: WARP_ROW_HALVES_LOG_VPT, past which ptxas (NVRTC 13.0) spills 152
+# bytes), for forward rows of up to WARP_ROWS_BYTES; the halves' softmax is
+# built wide (8 registers a vector, one exponential an element) up to
+# WARP_ROW_WIDE_VPT, packed past it (4 registers a vector, two exponentials).
+# Built for fewer vectors, the kernel keeps fewer registers and so more warps
+# per SM, and loads no masked vectors.  H200, 2026-12-02, ÷ copy, ~1 GiB of
+# rows (notes/tune-runs/2026-12-02-short-halves-p40.txt, -short-rows-p41.txt,
+# -float-warp-p42.txt, -row-warps-p45.txt):
+# - one warp: 524288 x 1024 bf16 softmax 0.98 at 4 vectors a lane against 1.33
+#   at 8 (75 registers against 105), log_softmax 1.06 against 1.34, fp16
+#   softmax 0.98 against 1.32; 524288 x 512 float32 0.99 against 1.09; bf16
+#   131072 x 4096 softmax 0.99 at 16 packed vectors against three_pass's 1.29;
+#   float32 1100, 1536 and 2048 columns (9, 12 and 16 vectors) 0.98-0.99
+#   against three_pass's 1.56, 1.31 and 1.09 (at 1056 rows, in L2, level but
+#   for 1100 columns: 0.80 against 0.62, a run of ~4 us);
+# - the halves' log_softmax: at 3000 columns one warp of 12 vectors (16 bytes
+#   spilled) 1.00 against two warps of 6 1.09; at 4096 one warp of 16 (152
+#   spilled) 1.16 against two of 8 0.99; bf16 8192 two warps of 16 1.13
+#   against four of 8 1.00;
+# - two and four warps, float32 2049 and 2600 columns 0.97-0.98 against
+#   three_pass's 1.15 and cluster_row's 1.08; at 3000 level with cluster_row
+#   (1.00), at 4096 and 5000 behind it (0.98-0.99 against 0.97); bf16 4097-8192
+#   softmax 1.16, 1.04, 0.99, 1.00 (4097, 4800, 6000, 8192) against auto's
+#   1.69, 1.63, 1.36, 1.19, log_softmax 1.03, 0.99, 1.01, 1.00 against 1.66,
+#   1.52, 1.34, 1.13; 12000 and 16384 at four warps 0.99 and 1.01 against
+#   cluster_row's and single_read's 1.08 (eight warps: 1.23, 1.13).
 WARP_ROW_WIDE_VPT = 8
 WARP_ROW_MAX_VPT = 16
-WARP_ROW_BYTES = 32 * WARP_ROW_MAX_VPT * VECTOR_BYTES
+WARP_ROW_HALVES_LOG_VPT = 12
+WARP_ROW_MAX_WARPS = 4
+WARP_ROWS_BYTES = {4: 12 << 10, 2: 32 << 10}  # by element size
 
 
-def warp_row_vpt(cols: int, itemsize: int = ITEMSIZE) -> int:
-    """single_read_warp's vectors per lane (SR_WARP_VPT) for rows of `cols`: the fewest
-    that hold the row at any alignment."""
-    if cols * itemsize > WARP_ROW_BYTES:
-        raise ValueError(f"a warp holds rows of at most {WARP_ROW_BYTES} bytes; got {cols} elements "
-                         f"of {itemsize} bytes")
-    return -(-_row_vecs(cols, itemsize) // 32)
+def warp_row_plan(cols: int, itemsize: int = ITEMSIZE, op: str = "softmax") -> tuple[int, int] | None:
+    """single_read_warp's (warps a row, vectors a lane) for forward rows of `cols` elements
+    of `itemsize` bytes, the row held at any alignment; None where it takes no such rows."""
+    if op not in OPS or cols * itemsize > WARP_ROWS_BYTES[itemsize]:
+        return None
+    most = WARP_ROW_HALVES_LOG_VPT if itemsize != ITEMSIZE and op == "log_softmax" else WARP_ROW_MAX_VPT
+    vecs, warps = _row_vecs(cols, itemsize), 1
+    while 32 * warps * most < vecs:
+        warps *= 2
+    return (warps, -(-vecs // (32 * warps))) if warps <= WARP_ROW_MAX_WARPS else None
 
 
 def warp_row_wide(cols: int, dtype: str, op: str) -> bool:
     """Whether single_read_warp is built wide (SR_WIDE) for rows of `cols`."""
-    return holds_wide(dtype, op) and warp_row_vpt(cols, DTYPES[dtype]) <= WARP_ROW_WIDE_VPT
+    plan = warp_row_plan(cols, DTYPES[dtype], op)
+    return holds_wide(dtype, op) and plan is not None and plan[1] <= WARP_ROW_WIDE_VPT
 
 
 # The configurations derived on an H200 for representative row lengths: the
@@ -1072,11 +1088,13 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     if shape.backward:
         return _prepare_single_read_backward(shape, dev, config, groups)
     defines = kernel_defines(shape.dtype, shape.op)
-    if config is None and shape.cols * shape.itemsize <= WARP_ROW_BYTES:
+    warp_plan = warp_row_plan(shape.cols, shape.itemsize, shape.op)
+    if config is None and warp_plan is not None:
+        warps, vpt = warp_plan
         wide = {"SR_WIDE": 1} if warp_row_wide(shape.cols, shape.dtype, shape.op) else {}
-        vpt = {"SR_WARP_VPT": warp_row_vpt(shape.cols, shape.itemsize)}
-        function = loader.get_kernel("single_read.cu", "single_read_warp", vpt | defines | wide, device_id=dev.id).kernel
-        return _prepared_launcher(function, (min(shape.rows, 2**31 - 1),), (32,), shape.scalars(), False)
+        build = {"SR_WARP_VPT": vpt} | ({"SR_ROW_WARPS": warps} if warps > 1 else {}) | defines | wide
+        function = loader.get_kernel("single_read.cu", "single_read_warp", build, device_id=dev.id).kernel
+        return _prepared_launcher(function, (min(shape.rows, 2**31 - 1),), (32 * warps,), shape.scalars(), False)
     config = config or single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     if config is None:
         raise CannotRun(f"variant 'single_read' holds rows of at most "
@@ -1406,7 +1424,8 @@ _ALL = (
         reads=1, writes=1, min_compute_capability=90,
         summary=("row held on chip across a thread-block cluster, combined through distributed shared memory "
                  "(past a cluster's reach: across a group of resident blocks, combined through device memory)"),
-        launch_rule=(f"rows of <= {WARP_ROW_BYTES} bytes: one warp per row; longer: "
+        launch_rule=(f"forward rows of <= {WARP_ROWS_BYTES[4]} bytes (halves: {WARP_ROWS_BYTES[2]}): a block of 1-"
+                     f"{WARP_ROW_MAX_WARPS} warps per row (warp_row_plan); longer: "
                      "a persistent grid of resident "
                      "clusters, configuration derived from rows, row length, element size and device "
                      "(single_read_config); slices placed at their sources' offsets in 128-byte lines where rows "
@@ -1467,11 +1486,12 @@ def get_variant(name: str) -> Variant:
 
 
 # variant="auto": by element size, (longest row in bytes, variants in order
-# of preference).  Forward rows of up to 8 KB (2048 floats, 4096 halves):
-# first a warp per row (single_read_warp, WARP_ROW_BYTES; preferences).  Rows up to 16 KB
+# of preference).  Forward rows of up to 12 KB of floats (3072) and 32 KB of
+# halves (16384; log_softmax 24 KB): first a block of warps per row, the row in
+# registers (single_read_warp, warp_row_plan; preferences).  Rows up to 16 KB
 # stay in L1/L2 between passes, so three_pass moves no more device memory than
 # one read there and has the least overhead (but cluster_row takes forward rows
-# past 8.5 KB, below).  Longer rows go to single_read where the device has it (its
+# past the warps', below).  Longer rows go to single_read where the device has it (its
 # plan depends on rows, row length, element size and device), and past what a
 # cluster holds (or without Hopper) to the two-read algorithms: for floats
 # two_pass up to 256 KB rows, then multi_block_l2 (one launch, the second read
@@ -1535,9 +1555,9 @@ BACKWARD_AUTO_RULES = {
 FALLBACKS = ("two_pass", "multi_block")
 
 
-# cluster_row before the rules above, for forward rows longer than
-# CLUSTER_ROW_MIN_ROW_BYTES (backward: CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES, three_pass's and
-# two_pass's 16 KB)
+# cluster_row before the rules above, for forward rows longer than the warps
+# take (warp_row_plan) and backward rows longer than
+# CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES (three_pass's and two_pass's 16 KB)
 # that its 256-thread blocks hold (its first or its wide block shape, or the
 # 384-thread blocks that take the wide shape's place, step 3b): at
 # any number of rows where its plan takes clusters of at most
@@ -1569,21 +1589,13 @@ FALLBACKS = ("two_pass", "multi_block")
 #   1.13-1.25; but 4096 x 151936 (8 x 256 x 10, three per SM) 1.19-1.31
 #   against 1.09-1.18, 4096 x 100003 (4 x 256 x 13, two) 1.43-1.52 against
 #   1.18-1.32.
-# Rows of 8-16 KB, which went to three_pass (sixteenth session,
-# notes/tune-runs/2026-12-02-short-rows-p41.txt, ÷ copy, ~1 GiB of rows): float32
-# 3000 columns 1.00 against 1.10, 4096 0.98 against 1.07 (1056 rows 0.94
-# against 1.11, log_softmax 0.99 against 1.08), but 2048 (8 KB, two vectors a
-# thread) 1.19 against 1.09; bf16 6000 1.36 / 1.34 against 1.61 / 1.62
-# (softmax / log_softmax), 8192 1.19 / 1.14 against 1.35 / 1.33 (1056 rows
-# 1.14 / 1.10 against 1.39 / 1.33); 132 rows sit in L2, level.  At two
-# vectors a thread of its 256 it lost for both (float32 2048 above, bf16 4096
-# 1.51 against 1.29), at 2.93 (3000 and 6000 columns) it won.  Between
-# (notes/tune-runs/2026-12-02-float-warp-p42.txt, ~1 GiB, three_pass against
-# cluster_row): float32 2049 columns (8196 bytes) 1.17 against 1.31, 2300
-# (9200) 1.21 against 1.18, 2600 1.14 against 1.09, 2816 1.09 against 1.03;
-# bf16 4097 (8194 bytes) 1.71 / 1.64 against 1.93 / 1.70, 4800 (9600) 1.74 /
-# 1.78 against 1.62 / 1.52, 5632 1.58 / 1.65 against 1.42 / 1.37: so past
-# 8.5 KB, between the last loss and the first win.
+# Forward rows of 8-16 KB against three_pass (sixteenth session,
+# notes/tune-runs/2026-12-02-short-rows-p41.txt, -float-warp-p42.txt, ÷ copy,
+# ~1 GiB of rows): cluster_row won from about 9 KB (float32 2300-4096 columns
+# 0.98-1.18 against 1.07-1.21; bf16 4800-8192 1.19-1.62 against 1.35-1.78)
+# and lost below (float32 2048-2049 1.19-1.31 against 1.09-1.17, bf16 4096-4097
+# 1.51-1.93 against 1.29-1.71); the warps (warp_row_plan) now take all of
+# these rows of floats up to 12 KB and of halves, ahead of both.
 # Float32 clusters of 8 against single_read's whole path (sixteenth session,
 # notes/tune-runs/2026-12-02-cluster-row-or-whole-p39.txt, ÷ copy, back to
 # back): at three blocks per SM single_read won at 4096 rows (90000 columns
@@ -1621,7 +1633,6 @@ FALLBACKS = ("two_pass", "multi_block")
 # hence CLUSTER_ROW_HALVES_BYTES_PER_SM; on odd lengths it lost from 528 rows
 # (528 and 1056 x 100003, 1.53 / 1.48 against 1.36 / 1.33), as at 4096 rows
 # in the session before (1.43-1.52 against 1.18-1.32).
-CLUSTER_ROW_MIN_ROW_BYTES = 8704
 CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES = 16384
 CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
 CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM = 4
@@ -1636,8 +1647,9 @@ CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 1
 
 
 def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
-    shortest = CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES if shape.backward else CLUSTER_ROW_MIN_ROW_BYTES
-    if shape.cols * shape.itemsize <= shortest or (shape.backward and shape.itemsize != ITEMSIZE):
+    """Whether auto tries cluster_row first (forward shapes come here past the warps' rows)."""
+    if shape.backward and (shape.cols * shape.itemsize <= CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES or
+                           shape.itemsize != ITEMSIZE):
         return False
     arrays = 2 if shape.backward else 1
     plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, arrays)
@@ -1675,8 +1687,7 @@ def _rows_aligned(shape: Shape) -> bool:
 
 def _memory_merged_plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | None:
     """single_read's plan for a forward shape where it is memory-merged, else None."""
-    if shape.backward or dev.compute_capability < 90 or \
-            shape.cols * shape.itemsize <= WARP_ROW_BYTES:
+    if shape.backward or dev.compute_capability < 90 or warp_row_plan(shape.cols, shape.itemsize, shape.op):
         return None
     plan = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     return plan if plan is not None and plan.memory_merge else None
@@ -1687,9 +1698,9 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     The api takes the first whose prepare() does not raise CannotRun."""
     rules = BACKWARD_AUTO_RULES if shape.backward else AUTO_RULES
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
-    if not shape.backward and shape.cols * shape.itemsize <= WARP_ROW_BYTES:
-        names = ("single_read",) + names  # a warp per row (single_read_warp)
-    if _cluster_row_first(shape, dev) and "cluster_row" not in names:
+    if warp_row_plan(shape.cols, shape.itemsize, shape.op) is not None:
+        names = ("single_read",) + names  # a block of warps per row (single_read_warp)
+    elif _cluster_row_first(shape, dev) and "cluster_row" not in names:
         names = ("cluster_row",) + names
     merged = _memory_merged_plan(shape, dev)
     if merged is not None:  # single_read first where its memory-merged plan pays, else not at all

@@ -288,11 +288,12 @@ def test_above_2_to_the_31_elements(name):
 
 
 @pytest.mark.gpu
-def test_above_2_to_the_31_elements_in_rows_of_one_warp():
-    """auto's warp per row (single_read_warp at 16 vectors a lane) on 2^20 + 1 rows of 2048:
-    the row index times the row length passes 2^31."""
+@pytest.mark.parametrize("cols", [2048, 3072])
+def test_above_2_to_the_31_elements_in_rows_of_warps(cols):
+    """auto's warps per row (single_read_warp: one warp of 16 vectors a lane, two of 12) on
+    rows whose index times the row length passes 2^31."""
     cp = _cupy()
-    rows, cols = (1 << 20) + 1, 2048
+    rows = 2**31 // cols + 1
     assert rows * cols > 2**31 and softmax_lab.choose(rows, cols, softmax_lab.device_info()).name == "single_read"
     x = cp.random.standard_normal((rows, cols), dtype=cp.float32)
     out = cp.full((rows, cols), cp.nan, dtype=cp.float32)

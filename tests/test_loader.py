@@ -84,8 +84,11 @@ def _builds():
                     source = v.backward_source if op in BACKWARD_OPS and v.backward_source else v.source
                     for arch in ("sm_90",) if v.min_compute_capability >= 90 else ("sm_80", "sm_90"):
                         yield pytest.param(source, arch, kernel_defines(dtype, op), id=f"{v.name}-{dtype}-{op}-{arch}")
-    for vpt in (1, 4, WARP_ROW_WIDE_VPT, WARP_ROW_MAX_VPT):  # warp_row_vpt's range: registers grow with vpt
+    for vpt in (1, 4, WARP_ROW_WIDE_VPT, WARP_ROW_MAX_VPT):  # warp_row_plan's range: registers grow with vpt
         yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": vpt}, id=f"single_read_warp-{vpt}")
+    for warps, vpt in ((2, 9), (2, 12)):  # float32 rows past 8 KB: blocks of two warps
+        yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": vpt, "SR_ROW_WARPS": warps},
+                           id=f"single_read_warp-{warps}x{vpt}")
     for c in _derived_configs():
         yield pytest.param("single_read.cu", "sm_90", c.defines(), id=f"single_read-{c.label()}")
     for c, dtype, op in _memory_merged_plans():

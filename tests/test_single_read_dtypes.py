@@ -35,18 +35,25 @@ def _plans(dtype):
     return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm))
 
 
-# The halves' log_softmax warp kernel past 11 vectors a lane spills (ptxas, NVRTC 13.0: 16
-# bytes at 12, 152 at 16) and still beats three_pass there (variants.py, WARP_ROW_MAX_VPT):
-# the spill allowed it, in bytes, that a larger one fails.
-HALF_LOG_WARP_SPILL = 152
+# The halves' log_softmax warp builds of 11 and 12 vectors a lane spill (ptxas, NVRTC 13.0: 8-24
+# bytes) and ran at 1.00-1.01 x copy (notes/tune-runs/2026-12-02-row-warps-p45.txt; at 16 vectors,
+# 152 bytes, 1.13-1.16, hence WARP_ROW_HALVES_LOG_VPT): the spill allowed them, in bytes.
+HALF_LOG_WARP_SPILL = 24
+
+
+def _warp_plans(dtype, op):
+    """Every (warps, vectors a lane) that warp_row_plan gives for `dtype` and `op`."""
+    isz = V.DTYPES[dtype]
+    return sorted({V.warp_row_plan(cols, isz, op) for cols in range(1, V.WARP_ROWS_BYTES[isz] // isz + 1)} - {None})
 
 
 def _builds():
     for dtype, op in BUILDS:
         defines = V.kernel_defines(dtype, op)
-        for vpt in (1, 4, V.WARP_ROW_WIDE_VPT, 11, V.WARP_ROW_MAX_VPT):  # warp_row_vpt's range
-            spill = HALF_LOG_WARP_SPILL if dtype != "float32" and op == "log_softmax" and vpt > 11 else 0
-            yield pytest.param({"SR_WARP_VPT": vpt} | defines, spill, id=f"warp{vpt}-{dtype}-{op}")
+        for warps, vpt in _warp_plans(dtype, op):
+            spill = HALF_LOG_WARP_SPILL if dtype != "float32" and op == "log_softmax" and vpt > 10 else 0
+            rows = {"SR_ROW_WARPS": warps} if warps > 1 else {}
+            yield pytest.param({"SR_WARP_VPT": vpt} | rows | defines, spill, id=f"warp{warps}x{vpt}-{dtype}-{op}")
         for c in _plans(dtype):
             yield pytest.param(c.defines() | defines, 0, id=f"{c.label()}-{dtype}-{op}")
 
@@ -133,12 +140,11 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
 @pytest.mark.parametrize("cols, on_h200, on_a100", [
     (1, "single_read", "three_pass"),
     (2048, "single_read", "three_pass"),  # a warp per row: softmax wide up to 4 KB
-    (4096, "single_read", "three_pass"),  # packed up to 8 KB (log_softmax spilling past 5.5 KB)
-    (4097, "three_pass", "three_pass"),
-    (4352, "three_pass", "three_pass"),
-    (4353, "cluster_row", "three_pass"),  # a row of one cluster_row block past 8.5 KB, at any number of rows
-    (8192, "cluster_row", "three_pass"),
-    (8193, "cluster_row", "two_pass"),
+    (4096, "single_read", "three_pass"),  # packed up to 8 KB
+    (4097, "single_read", "three_pass"),  # blocks of two warps a row
+    (8192, "single_read", "three_pass"),
+    (8193, "single_read", "two_pass"),  # four (log_softmax to 24 KB)
+    (16385, "single_read", "two_pass"),  # past the warps: single_read's cluster plan at 4096 rows
     (100003, "single_read", "two_pass"),
     (393216, "single_read", "two_pass"),  # measured: two_pass before multi_block for halves
     (393217, "single_read", "multi_block_l2"),  # multi_block_l2 measured ahead of multi_block
@@ -334,7 +340,7 @@ def test_memory_merged_groups_take_the_place_of_clusters_of_16_where_they_pay(dt
 
 @pytest.mark.parametrize("dtype", V.DTYPES)
 @pytest.mark.parametrize("op", V.ALL_OPS)
-@pytest.mark.parametrize("cols", [1000, 2048, 2049, 2817, 4096, 32000, 393216, 786432, 786433])
+@pytest.mark.parametrize("cols", [1000, 2048, 2049, 2817, 4096, 4097, 12000, 16385, 32000, 393216, 786432, 786433])
 def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols):
     """What prepare hands the loader (no GPU: the fake loader records the defines and refuses)."""
     seen = []
@@ -353,30 +359,35 @@ def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols)
         return
     (source, entry, defines), = seen
     assert source == ("single_read_backward.cu" if op in V.BACKWARD_OPS else "single_read.cu")
-    warp = op in V.OPS and cols * isz <= V.WARP_ROW_BYTES
+    warp = V.warp_row_plan(cols, isz, op)
     assert entry == ("single_read_warp" if warp else source[:-3])
     if warp:  # wide while a lane holds at most 8 widened vectors
-        wide = V.holds_wide(dtype, op) and V.warp_row_vpt(cols, isz) <= V.WARP_ROW_WIDE_VPT
-        assert defines["SR_WARP_VPT"] == V.warp_row_vpt(cols, isz)
+        wide = V.holds_wide(dtype, op) and warp[1] <= V.WARP_ROW_WIDE_VPT
+        assert (defines.get("SR_ROW_WARPS", 1), defines["SR_WARP_VPT"]) == warp
     else:
         wide = V.holds_wide(dtype, op) and cols <= V._single_read_limit(H200, dtype, op, wide=True)
     assert defines.get("SR_WIDE", 0) == (1 if wide else 0), (source, entry, defines)
 
 
-@pytest.mark.parametrize("cols, itemsize, vpt", [
-    (1, 4, 1), (4, 4, 1), (128, 4, 1), (129, 4, 2), (520, 4, 5), (1024, 4, 8), (1025, 4, 9), (2048, 4, 16),
-    (1, 2, 1), (256, 2, 1), (1000, 2, 4), (1024, 2, 4), (1025, 2, 5), (2048, 2, 8), (2049, 2, 9), (4096, 2, 16),
+@pytest.mark.parametrize("cols, itemsize, op, plan", [
+    (1, 4, "softmax", (1, 1)), (4, 4, "softmax", (1, 1)), (128, 4, "softmax", (1, 1)), (129, 4, "log_softmax", (1, 2)),
+    (520, 4, "softmax", (1, 5)), (1024, 4, "softmax", (1, 8)), (1025, 4, "softmax", (1, 9)), (2048, 4, "softmax", (1, 16)),
+    (2049, 4, "softmax", (2, 9)), (3072, 4, "log_softmax", (2, 12)),
+    (1, 2, "softmax", (1, 1)), (1000, 2, "softmax", (1, 4)), (2049, 2, "softmax", (1, 9)), (4096, 2, "softmax", (1, 16)),
+    (4097, 2, "softmax", (2, 9)), (8193, 2, "softmax", (4, 9)), (16384, 2, "softmax", (4, 16)),
+    (3072, 2, "log_softmax", (1, 12)), (3073, 2, "log_softmax", (2, 7)),  # halves' log_softmax: at most 12 a lane
+    (12288, 2, "log_softmax", (4, 12)),
 ])
-def test_the_warp_kernel_holds_as_many_vectors_as_the_row_needs(cols, itemsize, vpt):
-    assert V.warp_row_vpt(cols, itemsize) == vpt
-    assert 32 * vpt * 16 >= cols * itemsize  # the row fits at any alignment (head and tail are scalars)
+def test_the_warps_hold_the_row_in_as_few_warps_and_vectors_as_it_needs(cols, itemsize, op, plan):
+    assert V.warp_row_plan(cols, itemsize, op) == plan
+    warps, vpt = plan
+    assert 32 * warps * vpt * 16 >= cols * itemsize  # the row fits at any alignment (head and tail are scalars)
 
 
-@pytest.mark.parametrize("cols, itemsize", [(2049, 4), (4097, 2), (1 << 20, 2)])
-def test_no_warp_holds_a_row_past_warp_row_bytes(cols, itemsize):
-    assert V.WARP_ROW_BYTES == 8192
-    with pytest.raises(ValueError, match="at most 8192 bytes"):
-        V.warp_row_vpt(cols, itemsize)
+@pytest.mark.parametrize("cols, itemsize, op", [(3073, 4, "softmax"), (16385, 2, "softmax"), (12289, 2, "log_softmax"),
+                                                (1 << 20, 2, "softmax"), (64, 4, "softmax_backward")])
+def test_no_warps_hold_rows_past_warp_rows_bytes_nor_backward_rows(cols, itemsize, op):
+    assert V.warp_row_plan(cols, itemsize, op) is None
 
 
 @pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=lambda d: d.name)

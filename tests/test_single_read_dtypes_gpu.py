@@ -102,6 +102,7 @@ def test_random_shapes_through_the_api(dtype, op):
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("rows, cols", [(3, 37), (5, 2048), (2, 2049), (3, 2816), (2, 2817), (4, 4093), (3, 4096),
+                                        (3, 4097), (2, 6007), (2, 12289), (3, 16384),  # blocks of 2-4 warps a row
                                         (7, 32000), (3, 100003), (2, 393216), (1, 786433)])
 def test_every_alignment_of_x_and_y(dtype, op, rows, cols):
     """Every 2-byte misalignment of the output (0-7 elements) against three of the input: one test per
@@ -292,7 +293,7 @@ SANITIZER_SCRIPT = textwrap.dedent(
 
     for dtype in ("float16", "bfloat16", "float32"):
         for op in ("softmax", "log_softmax"):
-            for cols in (1000, 2047, 2049, 4093, 40000, 393216):
+            for cols in (1000, 2047, 2049, 3071, 4093, 10001, 40000, 393216):
                 run(dtype, op, 3, cols, 1, 3)  # derived plans and the warp path (up to 16 vectors a lane), rows of 3
             for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (16, 32, 2, 1, 1)]:
                 c = V.ClusterConfig(*cfg)

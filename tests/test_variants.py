@@ -266,10 +266,10 @@ def test_auto_never_fails_to_offer_a_variant():
     (1, "single_read", "three_pass"),
     (1024, "single_read", "three_pass"),
     (1025, "single_read", "three_pass"),
-    (2048, "single_read", "three_pass"),  # a warp per row up to 8 KB (WARP_ROW_BYTES)
-    (2049, "three_pass", "three_pass"),
-    (2176, "three_pass", "three_pass"),
-    (2177, "cluster_row", "three_pass"),  # forward rows past 8.5 KB (CLUSTER_ROW_MIN_ROW_BYTES)
+    (2048, "single_read", "three_pass"),  # a warp per row up to 8 KB
+    (2049, "single_read", "three_pass"),  # blocks of two warps a row up to 12 KB (WARP_ROWS_BYTES)
+    (3072, "single_read", "three_pass"),
+    (3073, "cluster_row", "three_pass"),  # forward rows past the warps'
     (4096, "cluster_row", "three_pass"),
     (4097, "cluster_row", "two_pass"),  # a row of one block (CLUSTER_ROW_ANY_ROWS_CLUSTER)
     (80000, "cluster_row", "multi_block_l2"),  # clusters of 8 at four blocks per SM (CLUSTER_ROW_ANY_ROWS_CLUSTER)
@@ -379,9 +379,9 @@ def test_cluster_row_has_no_plan_before_hopper():
     (528, 128256, "bfloat16", "softmax", "cluster_row"),  # up to 1.5 MiB per SM of aligned rows
     (683, 151936, "float16", "log_softmax", "cluster_row"),
     (684, 151936, "float16", "log_softmax", "single_read"),
-    (132, 2048, "float32", "softmax", "single_read"),  # short rows keep their rules: a warp per row
-    (132, 2049, "float32", "softmax", "three_pass"),
-    (132, 4096, "float32", "softmax", "cluster_row"),  # but forward rows past 8.5 KB
+    (132, 2048, "float32", "softmax", "single_read"),  # short rows keep their rules: warps per row
+    (132, 3072, "float32", "softmax", "single_read"),
+    (132, 4096, "float32", "softmax", "cluster_row"),  # but forward rows past the warps'
     (132, 4096, "float32", "softmax_backward", "two_pass"),  # backward rows up to 16 KB stay with two_pass
     (132, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks too
     (264, 393216, "float32", "softmax", "cluster_row"),
