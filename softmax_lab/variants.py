@@ -1049,12 +1049,6 @@ def warp_row_plan(cols: int, itemsize: int = ITEMSIZE, op: str = "softmax") -> t
     return (warps, -(-vecs // (32 * warps))) if warps <= WARP_ROW_MAX_WARPS else None
 
 
-def warp_row_wide(cols: int, dtype: str, op: str) -> bool:
-    """Whether single_read_warp is built wide (SR_WIDE) for rows of `cols`."""
-    plan = warp_row_plan(cols, DTYPES[dtype], op)
-    return holds_wide(dtype, op) and plan is not None and plan[1] <= WARP_ROW_WIDE_VPT
-
-
 # The configurations derived on an H200 for representative row lengths: the
 # builds that the compile checks (tests, `softmax-lab info`) cover.
 _H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
@@ -1091,7 +1085,7 @@ def _prepare_single_read(shape: Shape, dev: DeviceInfo, config: ClusterConfig | 
     warp_plan = warp_row_plan(shape.cols, shape.itemsize, shape.op)
     if config is None and warp_plan is not None:
         warps, vpt = warp_plan
-        wide = {"SR_WIDE": 1} if warp_row_wide(shape.cols, shape.dtype, shape.op) else {}
+        wide = {"SR_WIDE": 1} if holds_wide(shape.dtype, shape.op) and vpt <= WARP_ROW_WIDE_VPT else {}
         build = {"SR_WARP_VPT": vpt} | ({"SR_ROW_WARPS": warps} if warps > 1 else {}) | defines | wide
         function = loader.get_kernel("single_read.cu", "single_read_warp", build, device_id=dev.id).kernel
         return _prepared_launcher(function, (min(shape.rows, 2**31 - 1),), (32 * warps,), shape.scalars(), False)
