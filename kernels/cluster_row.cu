@@ -68,6 +68,11 @@
 #endif
 // float32 softmax keeps e = e^(x - m_t) in place of x (one exponential per element).
 #define CR_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
+// Half softmax keeps x packed and takes e^(x - m_t) twice, by exp_elem (an FFMA
+// and ex2.approx.ftz, against exp_approx's six instructions with the subnormal
+// fixup: bf16 8192 x 65536 1.12 -> 1.03 x copy; e held as floats, one
+// exponential at half the blocks per SM, ran 1.24-1.79: notes/TUNING.md).
+#define CR_HALF_SOFTMAX (SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
 #ifndef CR_BLOCKS_PER_SM  // __launch_bounds__: the register budget ptxas is held to
 #define CR_BLOCKS_PER_SM 2
 #endif
@@ -138,6 +143,21 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     }
     scalar = exp_approx(scalar - base);
     acc.sum += scalar;
+#elif CR_HALF_SOFTMAX
+    // Half softmax: the max packed, then the sum of exp_elem (ex2.approx.ftz,
+    // with bfloat16's shift, which the sum and the outputs share).  A
+    // thread's scalar (block 0's head and tail: at most 14 < CR_THREADS).
+    unsigned max_pair = NEG_INF_PAIR;
+#pragma unroll
+    for (int j = 0; j < CR_VPT; ++j) max_pair = max_into(max_pair, raw[j]);
+    float scalar = SOFTMAX_NEG_INF;
+    if (rank == 0 && threadIdx.x < scalar_count(r)) scalar = load_scalar(r, scalar_index(r, threadIdx.x));
+    MaxSum acc = {fmaxf(pair_max(max_pair), scalar), 0.f};
+    const float base = exp_base(acc.max);
+#pragma unroll
+    for (int j = 0; j < CR_VPT; ++j) acc.sum += vec_sum(exp_elems(widen_raw(raw[j]), base));
+    scalar = exp_elem(scalar, base);
+    acc.sum += scalar;
 #else
     MaxSum acc = held_max_sum(raw);
     if (rank == 0)
@@ -160,6 +180,13 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     const float scale = exp_approx(acc.max - total.max) * (1.f / total.sum);
     store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, [&](float4 e) { return mul4(e, scale); });
     if (rank == 0 && threadIdx.x < scalar_count(r)) r.y[scalar_index(r, threadIdx.x)] = scalar * scale;
+#elif CR_HALF_SOFTMAX
+    // y = e^(x - M) / S (both with the shift); the scalar's e times e^(m_t - M) / S
+    // as in float32's path (NaN for a row of -inf).
+    store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, ExpOutput{total.max, 1.f / total.sum});
+    if (rank == 0 && threadIdx.x < scalar_count(r))
+        r.y[scalar_index(r, threadIdx.x)] =
+            from_float<elem_t>(scalar * (exp_approx(acc.max - total.max) * (1.f / total.sum)));
 #else
     const RowOutput f = row_output(total.max, total.sum);
     store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, f);

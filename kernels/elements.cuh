@@ -244,6 +244,49 @@ __device__ __forceinline__ RowOutput row_output(float m, float sum) {
 #endif
 }
 
+// ------------------------------------------------------------ the exponentials
+// exp_elem(x, base): e^(x - base) of one element, as single_read's and
+// cluster_row's sums and outputs take it.  float32: exp_approx, whose
+// ex2.approx.f32 keeps subnormal results (ptxas adds a compare and two
+// predicated multiplies around the ex2 unit: hidden behind memory at 8 bytes
+// an element).  Halves move half the bytes per element and the instructions
+// per element set the pace (ncu, H200: 45 % of the issue slots busy at the
+// headline against fp32's 26 %), so they take one FFMA and ex2.approx.ftz:
+// 2^EXP_SHIFT e^(x - base), the shift keeping every e that can still round
+// to a nonzero output out of ex2's flushed range (below 2^-126): bfloat16
+// softmax outputs reach 2^-133 (shift 8); float16's stop at 2^-24 and
+// log_softmax only sums them (shift 0: a flushed term is below 2^-126 of a
+// sum of at least 1).  The sums carry the same factor, so e * (e^(m_t - M) /
+// S) and e^(x - M) / S are unchanged.  The fused (x - base) log2(e) + shift
+// is rounded once at a magnitude of at most 2^7: 2^-18 relative in e,
+// against a half's 2^-9.  Merges keep exp_approx.
+#if SOFTMAX_DTYPE == 0
+__device__ __forceinline__ float exp_elem(float x, float base) { return exp_approx(x - base); }
+__device__ __forceinline__ float4 exp_elems(float4 v, float base) { return vec_exp(v, base); }
+#else
+#define EXP_SHIFT (SOFTMAX_DTYPE == 2 && !SOFTMAX_LOG ? 8.f : 0.f)
+__device__ __forceinline__ float exp_elem(float x, float base) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(x - base, SOFTMAX_LOG2E, EXP_SHIFT)));
+    return y;
+}
+__device__ __forceinline__ Floats8 exp_elems(const Floats8& f, float base) {
+    Floats8 e;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) e.v[c] = exp_elem(f.v[c], base);
+    return e;
+}
+#endif
+
+// The softmax output from x where e is not kept (halves held packed): e^(x - M)
+// with the sums' shift, times 1 / S.
+struct ExpOutput {
+    float m;
+    float a;  // 1 / S
+    __device__ __forceinline__ float operator()(float x) const { return exp_elem(x, m) * a; }
+    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const { return map8(*this, f); }
+};
+
 // Writes the output of elements [v0, v1) of the body (vector index) and, when
 // with_scalars, of the scalar head and tail, with a block-stride loop.
 template <typename T>

@@ -1557,9 +1557,9 @@ FALLBACKS = ("two_pass", "multi_block")
 # any number of rows where its plan takes clusters of at most
 # CLUSTER_ROW_ANY_ROWS_CLUSTER blocks (float32 clusters of that size only at
 # CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM blocks per SM, else while the input is at
-# most CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM per SM; halves:
-# CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER, at CLUSTER_ROW_HALVES_BLOCKS_PER_SM
-# blocks per SM or more); otherwise the
+# most CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM per SM; halves at
+# CLUSTER_ROW_HALVES_BLOCKS_PER_SM blocks per SM or more, log_softmax only in
+# clusters of at most CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER); otherwise the
 # forward ops while the input is at most CLUSTER_ROW_BYTES_PER_SM per SM (a
 # few waves of its clusters; halves: at most CLUSTER_ROW_HALVES_ROWS_PER_SM
 # rows per SM, or CLUSTER_ROW_HALVES_BYTES_PER_SM of rows that start on
@@ -1583,6 +1583,22 @@ FALLBACKS = ("two_pass", "multi_block")
 #   1.13-1.25; but 4096 x 151936 (8 x 256 x 10, three per SM) 1.19-1.31
 #   against 1.09-1.18, 4096 x 100003 (4 x 256 x 13, two) 1.43-1.52 against
 #   1.18-1.32.
+# Half softmax with exp_elem in cluster_row (eighteenth session,
+# notes/tune-runs/2026-12-02-cluster-row-halves-p46.txt, -p47.txt, bf16 ÷
+# copy, cluster_row's plan against auto's single_read): its exponentials had
+# been exp_approx's (six instructions with the subnormal fixup, two an
+# element); with exp_elem's FFMA and ex2.approx.ftz it won at four blocks per
+# SM whatever the cluster (4096 x 128256 8 x 256 x 8 0.96 against 1.02, float16
+# 0.95 against 1.01; 16384 x 128256 1.06 against 1.11; 2048 x 262144 1.10
+# against 1.16; 528 x 262144 1.12 against 1.26; 4096 x 100003 1.16 against
+# 1.18), at three it won at 1056 x 151936 (2.4 MB per SM, 1.04 against 1.12;
+# left to single_read: the bytes-per-SM bound stays 1.5 MiB, as 4096 x 50257
+# at 3.1 MB lost) and at 4096 x 80000 and 180000 (1.11 and 1.13 against 1.13
+# and 1.15) but lost
+# at 4096 x 151936, 300000 and 393216 (1.16, 1.23, 1.12 against 1.11, 1.13,
+# 1.10); at two it lost (4096 x 50257 1.27 against 0.98).  Clusters doubled
+# to reach four blocks per SM lost everywhere (1.23-1.85), as did e held as
+# floats (CR_WIDE, one exponential, half the blocks per SM: 1.24-1.79).
 # Forward rows of 8-16 KB against three_pass (sixteenth session,
 # notes/tune-runs/2026-12-02-short-rows-p41.txt, -float-warp-p42.txt, ÷ copy,
 # ~1 GiB of rows): cluster_row won from about 9 KB (float32 2300-4096 columns
@@ -1662,7 +1678,8 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
         per_sm = CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM if plan.cluster == CLUSTER_ROW_ANY_ROWS_CLUSTER \
             else CLUSTER_ROW_BYTES_PER_SM
         return shape.rows * shape.cols * shape.itemsize <= per_sm * dev.sm_count
-    if plan.cluster <= CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER and plan.blocks_per_sm >= CLUSTER_ROW_HALVES_BLOCKS_PER_SM:
+    if plan.blocks_per_sm >= CLUSTER_ROW_HALVES_BLOCKS_PER_SM and (
+            shape.op == "softmax" or plan.cluster <= CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER):
         return True
     return shape.rows <= CLUSTER_ROW_HALVES_ROWS_PER_SM * dev.sm_count or (
         _rows_aligned(shape) and shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_HALVES_BYTES_PER_SM * dev.sm_count)

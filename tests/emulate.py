@@ -26,6 +26,18 @@ def exp_approx(d):
     return np.exp2(np.asarray(d, dtype=F32) * LOG2E).astype(F32)
 
 
+def exp_elem(x, base, shift=0.0):
+    """elements.cuh exp_elem for halves: ex2.approx.ftz of fma(x - base, log2 e, shift),
+    the fma rounded once, results below 2^-126 flushed to 0."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = (np.asarray(x, dtype=F32) - base).astype(F32)
+        y = np.exp2((d.astype(np.float64) * np.float64(LOG2E) + shift).astype(F32)).astype(F32)
+    return np.where(y < F32(2.0**-126), F32(0), y).astype(F32)
+
+
+EXP_SHIFT = {"bfloat16": 8.0}  # elements.cuh EXP_SHIFT of the halves' softmax (float16: 0)
+
+
 def exp_base(m):
     return np.where(m == NEG_INF, F32(0), m).astype(F32)
 
@@ -298,20 +310,53 @@ def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", sli
     return out
 
 
-def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax"):
+def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", exp_shift=0.0):
     """cluster_row.cu: single_read's slices and merges, one row per cluster.
-    float32 softmax keeps e in place (CR_IN_PLACE), as single_read; the other
-    builds take each thread's max then sum (halves: online, held_max_sum),
-    block 0 adds the scalars, and write the output from x."""
+    float32 softmax keeps e in place (CR_IN_PLACE), as single_read; half
+    softmax (CR_HALF_SOFTMAX) takes exp_elem with `exp_shift` twice
+    (cluster_row_half_softmax); log_softmax takes each thread's max then sum
+    (held_max_sum), block 0 adds the scalars, and writes the output from x."""
     if op == "softmax" and vec == 4:
         return single_read(row, misalign, threads, cluster, vec, op)
+    if op == "softmax":
+        return cluster_row_half_softmax(row, misalign, threads, cluster, exp_shift)
     body, scalars = split(row, misalign, vec)
     per_block = -(-len(body) // cluster)
-    per_thread = online_threads if vec == 8 else max_then_sum_threads
-    blocks = [block_merge(*per_thread(body[min(rank * per_block, len(body)):][:per_block],
-                                      scalars if rank == 0 else scalars[:0], threads)) for rank in range(cluster)]
+    blocks = [block_merge(*max_then_sum_threads(body[min(rank * per_block, len(body)):][:per_block],
+                                                scalars if rank == 0 else scalars[:0], threads))
+              for rank in range(cluster)]
     m, s = merge_all(blocks)
     return write(row, m, s, op)
+
+
+def cluster_row_half_softmax(row, misalign, threads, cluster, shift):
+    """CR_HALF_SOFTMAX: each thread's max (its vectors and, in block 0, its one
+    scalar), its sum of exp_elem (2^shift e^(x - m_t)), the block and cluster
+    merges; the body written as exp_elem(x, M) / S, the scalars as
+    e * e^(m_t - M) / S."""
+    body, scalars = split(row, misalign, 8)
+    head, vecs = row_span(len(row), misalign, 8)
+    per_block = -(-len(body) // cluster)
+    pairs = []
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for rank in range(cluster):
+            v = thread_vectors(body[min(rank * per_block, len(body)):][:per_block], threads)
+            sc = np.full(threads, NEG_INF, dtype=F32)
+            if rank == 0:
+                sc[: len(scalars)] = scalars
+            m = np.fmax(np.fmax.reduce(v, axis=(0, 2)), sc).astype(F32)
+            base = exp_base(m)
+            e_sc = exp_elem(sc, base, shift)
+            s = (exp_elem(v, base[None, :, None], shift).sum(axis=(0, 2), dtype=F32) + e_sc).astype(F32)
+            pairs.append(block_merge(m, s))
+            if rank == 0:
+                m0, e0 = m, e_sc
+        total_m, total_s = merge_all(pairs)
+        out = (exp_elem(row, total_m, shift) * (F32(1) / total_s)).astype(F32)
+        y_sc = (e0 * (exp_approx(m0 - total_m) * (F32(1) / total_s))).astype(F32)
+    out[:head] = y_sc[:head]
+    out[head + 8 * vecs :] = y_sc[head : len(scalars)]
+    return out
 
 
 def single_read_warp(row, misalign=0, vec=4, op="softmax"):
@@ -353,6 +398,8 @@ def run(name, stored, dtype="float32", op="softmax", misalign=0, **knobs):
     """Algorithm `name` (three_pass, two_pass, multi_block; single_read and
     single_read_warp as built wide for half softmax) on a row stored as `dtype`:
     widen, the float32 algorithm with `dtype`'s vector width, one rounding."""
+    if name == "cluster_row":
+        knobs = {"exp_shift": EXP_SHIFT.get(dtype, 0.0)} | knobs
     out32 = ALGORITHMS[name](widen(stored, dtype), misalign, vec=VEC[dtype], op=op, **knobs)
     return to_bits(out32, dtype)
 

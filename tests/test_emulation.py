@@ -296,6 +296,47 @@ def test_wide_half_softmax_special_values(dtype, cluster):
                 assert check_row(out, stored, dtype, "softmax"), (label, n, misalign)
 
 
+# ------------------------------------------------------------ cluster_row's halves
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", [1, 7, 9, 17, 129, 1000, 4099])
+@pytest.mark.parametrize("misalign", [0, 1, 7])
+def test_cluster_row_halves_against_float64(dtype, op, n, misalign):
+    """Softmax by exp_elem (ex2.approx.ftz, bfloat16's shift) in the sums and the outputs,
+    log_softmax by held_max_sum: within 1 ulp of the dtype."""
+    rng = np.random.default_rng(n * 10 + misalign)
+    stored = to_bits((rng.standard_normal(n) * 4).astype(np.float32), dtype)
+    for cluster in (1, 4):
+        out = run("cluster_row", stored, dtype, op, misalign, cluster=cluster, threads=32)
+        assert check_row(out, stored, dtype, op), cluster
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cluster_row_half_softmax_special_values(dtype):
+    rng = np.random.default_rng(5)
+    for n in (1, 9, 130, 1031):
+        for label, row in _special_rows(n, rng).items():
+            stored = to_bits(row, dtype)
+            for misalign in (0, 3):
+                out = run("cluster_row", stored, dtype, "softmax", misalign, cluster=2, threads=32)
+                assert check_row(out, stored, dtype, "softmax"), (label, n, misalign)
+
+
+def test_bfloat16_softmax_needs_the_shift_through_its_subnormals():
+    """One element at 0, the rest from -80 to -95: outputs from 2^-115 down to 2^-137.
+    bfloat16 rounds those above 2^-134 to nonzero subnormals; ex2.approx.ftz flushes e below
+    2^-126, which the shift of 2^8 keeps clear of."""
+    row = -np.linspace(80, 95, 1031).astype(np.float32)
+    row[0] = 0
+    stored = to_bits(row, "bfloat16")
+    out = run("cluster_row", stored, "bfloat16", "softmax", 0, cluster=2, threads=32)
+    assert check_row(out, stored, "bfloat16", "softmax")
+    y = widen(out, "bfloat16")
+    assert ((0 < y) & (y < 2.0**-126)).sum() > 100  # subnormal outputs written
+    unshifted = run("cluster_row", stored, "bfloat16", "softmax", 0, cluster=2, threads=32, exp_shift=0.0)
+    assert not check_row(unshifted, stored, "bfloat16", "softmax")
+
+
 def test_the_in_place_emulation_is_of_softmax_only():
     with pytest.raises(ValueError, match="softmax"):
         run("single_read", to_bits(np.zeros(9, np.float32), "float16"), "float16", "log_softmax")

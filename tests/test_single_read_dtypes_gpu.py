@@ -60,14 +60,14 @@ def _poisoned_out(torch, rows, cols, dtype, y_off=0):
     return yb[:, y_off:], yb
 
 
-def _launch(x, y, op, **knobs):
+def _launch(x, y, op, variant="single_read", **knobs):
     """The registry's launcher, as the api builds it (x, y torch views with unit stride in a row)."""
     torch = _torch()
     dev = softmax_lab.device_info()
     dtype = str(x.dtype).removeprefix("torch.")
     shape = V.Shape(x.shape[0], x.shape[1], x.stride(0), y.stride(0), x.data_ptr() % 16, y.data_ptr() % 16,
                     itemsize=x.element_size(), dtype=dtype, op=op)
-    launch = V.get_variant("single_read").prepare(shape, dev, **knobs)
+    launch = V.get_variant(variant).prepare(shape, dev, **knobs)
     import cupy
 
     launch(x.data_ptr(), y.data_ptr(), cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
@@ -211,14 +211,15 @@ def test_special_values_follow_torch(dtype, op, cols):
     assert _ok(_error(out, x, dtype, op), dtype)
 
 
+@pytest.mark.parametrize("variant", ["single_read", "cluster_row"])
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", [1000, 70001, 151936, 393216])
-def test_outputs_down_to_the_smallest_subnormal(dtype, op, cols):
+def test_outputs_down_to_the_smallest_subnormal(dtype, op, cols, variant):
     """Rows spread over [-95, 0] with a 0 in every 16 elements: each thread holds its max and
     elements whose e^(x - m_t) is below float32's smallest normal, so softmax outputs run through
     bfloat16's (and float32's) subnormals.  The halves' ex2.approx.ftz must not flush them
-    (single_read.cu, exp_elem: the shift keeps them normal), and the error stays within 1 ulp
+    (elements.cuh, exp_elem: the shift keeps them normal), and the error stays within 1 ulp
     (of the subnormal spacing there)."""
     torch = _torch()
     _hopper()
@@ -227,7 +228,7 @@ def test_outputs_down_to_the_smallest_subnormal(dtype, op, cols):
     x[:, ::16] = 0
     x = x.to(getattr(torch, dtype))
     y, _ = _poisoned_out(torch, 5, cols, dtype)
-    _launch(x, y, op)
+    _launch(x, y, op, variant)
     assert _ok(_error(y, x, dtype, op), dtype)
     if dtype == "bfloat16" and op == "softmax":  # the case exists: nonzero outputs below the normal range
         tiny = y.float().abs()

@@ -372,7 +372,11 @@ def test_cluster_row_has_no_plan_before_hopper():
     (4096, 65536, "bfloat16", "softmax", "cluster_row"),  # halves: clusters of up to 4 at four blocks per SM
     (4096, 65536, "float16", "log_softmax", "cluster_row"),
     (4096, 128256, "float16", "log_softmax", "single_read"),  # clusters of 8
+    (4096, 128256, "float16", "softmax", "cluster_row"),  # softmax: any cluster at four blocks per SM
+    (1 << 20, 262144, "bfloat16", "softmax", "cluster_row"),
+    (4096, 262144, "bfloat16", "log_softmax", "single_read"),
     (4096, 151936, "bfloat16", "softmax", "single_read"),  # three blocks per SM
+    (4096, 393216, "bfloat16", "softmax", "single_read"),
     (4096, 100003, "float16", "log_softmax", "single_read"),  # two
     (264, 100003, "bfloat16", "softmax", "cluster_row"),  # halves: up to 2 rows per SM at any length
     (265, 100003, "bfloat16", "softmax", "single_read"),  # then not on odd lengths
