@@ -71,7 +71,8 @@
 // Half softmax keeps x packed and takes e^(x - m_t) twice, by exp_elem (an FFMA
 // and ex2.approx.ftz, against exp_approx's six instructions with the subnormal
 // fixup: bf16 8192 x 65536 1.12 -> 1.03 x copy; e held as floats, one
-// exponential at half the blocks per SM, ran 1.24-1.79: notes/TUNING.md).
+// exponential at half the blocks per SM, ran 1.24-1.79: notes/TUNING.md); the
+// halves' log_softmax sums by exp_elem too.
 #define CR_HALF_SOFTMAX (SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
 #ifndef CR_BLOCKS_PER_SM  // __launch_bounds__: the register budget ptxas is held to
 #define CR_BLOCKS_PER_SM 2
@@ -159,7 +160,9 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     scalar = exp_elem(scalar, base);
     acc.sum += scalar;
 #else
-    MaxSum acc = held_max_sum(raw);
+    // log_softmax (and float32's): the sum of halves by exp_elem (shift 0; bf16
+    // 4096 x 65536 1.07 -> 1.03 x copy, notes/TUNING.md), floats' by exp_approx.
+    MaxSum acc = held_max_sum<SOFTMAX_DTYPE != 0>(raw);
     if (rank == 0)
         for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) online_add1(acc, load_scalar(r, scalar_index(r, k)));
 #endif

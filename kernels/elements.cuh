@@ -462,8 +462,9 @@ __device__ __forceinline__ void store_chunk_vec(const RowSpanOf<H>& r, i64 v, co
 // This thread's (max, sum of e^(x - max)) over its held vectors (padded by
 // load_held with -inf past its run): the max, then one sum (no rescaling as
 // the max grows); halves take the max packed (max_into) and widen each
-// vector once, for the sum.
-template <int V>
+// vector once, for the sum.  BY_EXP_ELEM: the terms by exp_elem (its shift
+// then carried by the sum), else exp_approx.
+template <bool BY_EXP_ELEM = false, int V>
 __device__ __forceinline__ MaxSum held_max_sum(const raw_t (&raw)[V]) {
     MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
 #if SOFTMAX_DTYPE == 0
@@ -477,7 +478,8 @@ __device__ __forceinline__ MaxSum held_max_sum(const raw_t (&raw)[V]) {
 #endif
     const float base = exp_base(acc.max);
 #pragma unroll
-    for (int j = 0; j < V; ++j) acc.sum += vec_exp_sum(widen_raw(raw[j]), base);
+    for (int j = 0; j < V; ++j)
+        acc.sum += BY_EXP_ELEM ? vec_sum(exp_elems(widen_raw(raw[j]), base)) : vec_exp_sum(widen_raw(raw[j]), base);
     return acc;
 }
 

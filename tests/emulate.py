@@ -123,9 +123,9 @@ def online_threads(body, scalars, threads: int, compensated: bool = False):
     return add_scalars(m, s, scalars, threads)
 
 
-def max_then_sum_threads(body, scalars, threads: int):
+def max_then_sum_threads(body, scalars, threads: int, exp=exp_approx):
     """multi_block_l2's read item: each thread's max over its vectors (held in
-    registers), one sum of e^(x - max), then online_add1 over its scalars."""
+    registers), one sum of e^(x - max) by `exp`, then online_add1 over its scalars."""
     v = thread_vectors(body, threads)  # (iteration, thread, vec), -inf padded
     with np.errstate(invalid="ignore", over="ignore"):
         m = np.fmax.reduce(v.reshape(-1, threads, v.shape[2]).transpose(1, 0, 2).reshape(threads, -1), axis=1)
@@ -133,7 +133,7 @@ def max_then_sum_threads(body, scalars, threads: int):
         base = exp_base(m)
         s = np.zeros(threads, dtype=F32)
         for it in v:
-            s = (s + exp_approx(it - base[:, None]).sum(axis=1, dtype=F32)).astype(F32)
+            s = (s + exp(it - base[:, None]).sum(axis=1, dtype=F32)).astype(F32)
     return add_scalars(m, s, scalars, threads)
 
 
@@ -315,15 +315,17 @@ def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", exp
     float32 softmax keeps e in place (CR_IN_PLACE), as single_read; half
     softmax (CR_HALF_SOFTMAX) takes exp_elem with `exp_shift` twice
     (cluster_row_half_softmax); log_softmax takes each thread's max then sum
-    (held_max_sum), block 0 adds the scalars, and writes the output from x."""
+    (held_max_sum; halves' terms by exp_elem, shift 0), block 0 adds the
+    scalars, and writes the output from x."""
     if op == "softmax" and vec == 4:
         return single_read(row, misalign, threads, cluster, vec, op)
     if op == "softmax":
         return cluster_row_half_softmax(row, misalign, threads, cluster, exp_shift)
     body, scalars = split(row, misalign, vec)
     per_block = -(-len(body) // cluster)
+    exp = (lambda d: exp_elem(d, F32(0))) if vec == 8 else exp_approx
     blocks = [block_merge(*max_then_sum_threads(body[min(rank * per_block, len(body)):][:per_block],
-                                                scalars if rank == 0 else scalars[:0], threads))
+                                                scalars if rank == 0 else scalars[:0], threads, exp))
               for rank in range(cluster)]
     m, s = merge_all(blocks)
     return write(row, m, s, op)

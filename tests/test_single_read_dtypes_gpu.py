@@ -277,13 +277,13 @@ SANITIZER_SCRIPT = textwrap.dedent(
     dev = softmax_lab.device_info()
     wrong = []
 
-    def run(dtype, op, rows, cols, xo, yo, **knobs):
+    def run(dtype, op, rows, cols, xo, yo, variant="single_read", **knobs):
         xb = torch.randn(rows, cols + xo, device="cuda").to(getattr(torch, dtype))
         yb = torch.full((rows, cols + yo), float("nan"), device="cuda", dtype=xb.dtype)
         x, y = xb[:, xo:], yb[:, yo:]
         shape = V.Shape(rows, cols, cols + xo, cols + yo, x.data_ptr() % 16, y.data_ptr() % 16,
                         itemsize=x.element_size(), dtype=dtype, op=op)
-        V.get_variant("single_read").prepare(shape, dev, **knobs)(
+        V.get_variant(variant).prepare(shape, dev, **knobs)(
             x.data_ptr(), y.data_ptr(), cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
         torch.cuda.synchronize()
         ref = (softmax_reference if op == "softmax" else log_softmax_reference)(x.double().cpu().numpy())
@@ -301,6 +301,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
                 run(dtype, op, 4, c.capacity_vecs * 16 // V.DTYPES[dtype] - 5, 2, 1, config=c)
             if dtype != "float32":  # a plan of two blocks per SM in a cluster of 4, derived for 4096 rows
                 run(dtype, op, 3, 151936, 1, 3, config=V.single_read_plan(151936, dev, 4096, dtype, op))
+                for cols in (1000, 40001, 128256):  # cluster_row's halves: exp_elem in the sums (and outputs)
+                    run(dtype, op, 3, cols, 1, 3, variant="cluster_row")
     torch.cuda.synchronize()
     assert not wrong, wrong
     print("sanitized")
