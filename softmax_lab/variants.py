@@ -1598,7 +1598,10 @@ FALLBACKS = ("two_pass", "multi_block")
 # at 4096 x 151936, 300000 and 393216 (1.16, 1.23, 1.12 against 1.11, 1.13,
 # 1.10); at two it lost (4096 x 50257 1.27 against 0.98).  Clusters doubled
 # to reach four blocks per SM lost everywhere (1.23-1.85), as did e held as
-# floats (CR_WIDE, one exponential, half the blocks per SM: 1.24-1.79).
+# floats (CR_WIDE, one exponential, half the blocks per SM: 1.24-1.79).  The
+# half log_softmax, its sums by exp_elem since (p49), keeps clusters of at most
+# 4: at four blocks per SM in clusters of 8 it won at 4096 x 128256 (1.05
+# against 1.09) but lost at 4096 x 100003 (1.21 against 1.10).
 # Forward rows of 8-16 KB against three_pass (sixteenth session,
 # notes/tune-runs/2026-12-02-short-rows-p41.txt, -float-warp-p42.txt, ÷ copy,
 # ~1 GiB of rows): cluster_row won from about 9 KB (float32 2300-4096 columns
