@@ -1588,20 +1588,20 @@ FALLBACKS = ("two_pass", "multi_block")
 # copy, cluster_row's plan against auto's single_read): its exponentials had
 # been exp_approx's (six instructions with the subnormal fixup, two an
 # element); with exp_elem's FFMA and ex2.approx.ftz it won at four blocks per
-# SM whatever the cluster (4096 x 128256 8 x 256 x 8 0.96 against 1.02, float16
-# 0.95 against 1.01; 16384 x 128256 1.06 against 1.11; 2048 x 262144 1.10
-# against 1.16; 528 x 262144 1.12 against 1.26; 4096 x 100003 1.16 against
-# 1.18), at three it won at 1056 x 151936 (2.4 MB per SM, 1.04 against 1.12;
-# left to single_read: the bytes-per-SM bound stays 1.5 MiB, as 4096 x 50257
-# at 3.1 MB lost) and at 4096 x 80000 and 180000 (1.11 and 1.13 against 1.13
-# and 1.15) but lost
-# at 4096 x 151936, 300000 and 393216 (1.16, 1.23, 1.12 against 1.11, 1.13,
-# 1.10); at two it lost (4096 x 50257 1.27 against 0.98).  Clusters doubled
-# to reach four blocks per SM lost everywhere (1.23-1.85), as did e held as
-# floats (CR_WIDE, one exponential, half the blocks per SM: 1.24-1.79).  The
-# half log_softmax, its sums by exp_elem since (p49), keeps clusters of at most
-# 4: at four blocks per SM in clusters of 8 it won at 4096 x 128256 (1.05
-# against 1.09) but lost at 4096 x 100003 (1.21 against 1.10).
+# SM whatever the cluster (4096 x 128256 8 x 256 x 8 0.96 against 1.02,
+# float16 0.95 against 1.01; 16384 x 128256 1.06 against 1.11; 2048 x 262144
+# 1.10 against 1.16; 528 x 262144 1.12 against 1.26; 4096 x 100003 1.16
+# against 1.18), at three it won at 1056 x 151936 (2.4 MB per SM, 1.04 against
+# 1.12; left to single_read: the bytes-per-SM bound stays 1.5 MiB, as 4096 x
+# 50257 at 3.1 MB lost) and at 4096 x 80000 and 180000 (1.11 and 1.13 against
+# 1.13 and 1.15) but lost at 4096 x 151936, 300000 and 393216 (1.16, 1.23,
+# 1.12 against 1.11, 1.13, 1.10); at two it lost (4096 x 50257 1.27 against
+# 0.98).  Clusters doubled to reach four blocks per SM lost everywhere
+# (1.23-1.85), as did e held as floats (CR_WIDE, one exponential, half the
+# blocks per SM: 1.24-1.79).  The half log_softmax, its sums by exp_elem since
+# (p49), keeps clusters of at most 4: at four blocks per SM in clusters of 8
+# it won at 4096 x 128256 (1.05 against 1.09) but lost at 4096 x 100003 (1.21
+# against 1.10).
 # Forward rows of 8-16 KB against three_pass (sixteenth session,
 # notes/tune-runs/2026-12-02-short-rows-p41.txt, -float-warp-p42.txt, ÷ copy,
 # ~1 GiB of rows): cluster_row won from about 9 KB (float32 2300-4096 columns

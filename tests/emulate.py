@@ -271,6 +271,34 @@ def _in_place_only(op):
         raise ValueError(f"the in-place emulation is of softmax (float32, or halves built wide); got {op}")
 
 
+def cluster_slices(body, scalars, threads, cluster, per_block, exp=exp_approx):
+    """single_read's and cluster_row's blocks (call under np.errstate): block b
+    holds the body's vectors [b per_block, (b + 1) per_block), thread t of block
+    0 also scalar t; each thread's max m, e = exp(x - m) of its vectors and
+    scalar, the block's merged (max, sum).  Returns [(v0, m, e, e_sc)] by block
+    and the cluster's merged (M, S)."""
+    blocks, pairs = [], []
+    for rank in range(cluster):
+        v0 = min(rank * per_block, len(body))
+        v = thread_vectors(body[v0 : v0 + per_block], threads)  # (iter, thread, vec)
+        sc = np.full(threads, NEG_INF, dtype=F32)
+        if rank == 0:
+            sc[: len(scalars)] = scalars
+        m = np.fmax(np.fmax.reduce(v, axis=(0, 2)), sc).astype(F32)
+        base = exp_base(m)
+        e = exp(v - base[None, :, None])
+        e_sc = exp(sc - base)
+        pairs.append(block_merge(m, (e.sum(axis=(0, 2), dtype=F32) + e_sc).astype(F32)))
+        blocks.append((v0, m, e, e_sc))
+    return blocks, merge_all(pairs)
+
+
+def put_scalars(out, y_sc, head, n_scalars):
+    """Thread t's scalar output y_sc[t] into the row: the head first, then the tail."""
+    out[:head] = y_sc[:head]
+    out[len(out) - (n_scalars - head) :] = y_sc[head:n_scalars]
+
+
 def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", slice_vecs=None):
     """single_read.cu with e in place (SR_IN_PLACE: float32 softmax, or half
     softmax built wide, vec=8, through run()): slices per block, per-thread max
@@ -280,33 +308,17 @@ def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", sli
     _in_place_only(op)
     body, scalars = split(row, misalign, vec)
     per_block = slice_vecs or -(-len(body) // cluster)
-    head, vecs = row_span(len(row), misalign, vec)
+    head, _ = row_span(len(row), misalign, vec)
     out = np.empty_like(row)
-    blocks = []
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        for rank in range(cluster):
-            v0 = min(rank * per_block, len(body))
-            v = thread_vectors(body[v0 : v0 + per_block], threads)  # (iter, thread, vec)
-            sc = np.full(threads, NEG_INF, dtype=F32)
-            if rank == 0:
-                sc[: len(scalars)] = scalars
-            m = np.fmax(np.fmax.reduce(v, axis=(0, 2)), sc).astype(F32)
-            base = exp_base(m)
-            e = exp_approx(v - base[None, :, None])
-            e_sc = exp_approx(sc - base)
-            s = (e.sum(axis=(0, 2), dtype=F32) + e_sc).astype(F32)
-            blocks.append((rank, v0, m, e, e_sc, block_merge(m, s)))
-        total_m, total_s = merge_all([b[5] for b in blocks])
-        for rank, v0, m, e, e_sc, _ in blocks:
+        blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, per_block)
+        for rank, (v0, m, e, e_sc) in enumerate(blocks):
             scale = (exp_approx(m - total_m) * (F32(1) / total_s)).astype(F32)
             y = (e * scale[None, :, None]).reshape(-1, vec)
             count = min(per_block, len(body) - v0)
             out[head + vec * v0 : head + vec * (v0 + count)] = y[:count].reshape(-1) if count > 0 else []
-            if rank == 0 and len(scalars):
-                y_sc = e_sc * scale
-                tail_start = head + vec * vecs
-                out[:head] = y_sc[:head]
-                out[tail_start:] = y_sc[head : len(scalars)]
+            if rank == 0:
+                put_scalars(out, e_sc * scale, head, len(scalars))
     return out
 
 
@@ -337,27 +349,13 @@ def cluster_row_half_softmax(row, misalign, threads, cluster, shift):
     merges; the body written as exp_elem(x, M) / S, the scalars as
     e * e^(m_t - M) / S."""
     body, scalars = split(row, misalign, 8)
-    head, vecs = row_span(len(row), misalign, 8)
-    per_block = -(-len(body) // cluster)
-    pairs = []
+    head, _ = row_span(len(row), misalign, 8)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        for rank in range(cluster):
-            v = thread_vectors(body[min(rank * per_block, len(body)):][:per_block], threads)
-            sc = np.full(threads, NEG_INF, dtype=F32)
-            if rank == 0:
-                sc[: len(scalars)] = scalars
-            m = np.fmax(np.fmax.reduce(v, axis=(0, 2)), sc).astype(F32)
-            base = exp_base(m)
-            e_sc = exp_elem(sc, base, shift)
-            s = (exp_elem(v, base[None, :, None], shift).sum(axis=(0, 2), dtype=F32) + e_sc).astype(F32)
-            pairs.append(block_merge(m, s))
-            if rank == 0:
-                m0, e0 = m, e_sc
-        total_m, total_s = merge_all(pairs)
+        blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, -(-len(body) // cluster),
+                                                    lambda d: exp_elem(d, F32(0), shift))
         out = (exp_elem(row, total_m, shift) * (F32(1) / total_s)).astype(F32)
-        y_sc = (e0 * (exp_approx(m0 - total_m) * (F32(1) / total_s))).astype(F32)
-    out[:head] = y_sc[:head]
-    out[head + 8 * vecs :] = y_sc[head : len(scalars)]
+        _, m0, _, e0 = blocks[0]
+        put_scalars(out, (e0 * (exp_approx(m0 - total_m) * (F32(1) / total_s))).astype(F32), head, len(scalars))
     return out
 
 
