@@ -47,6 +47,14 @@
 // makes CR_CLUSTER x CR_THREADS x CR_VPT hold the longest body a row of n
 // elements can have; the kernel traps on a row it cannot hold rather than
 // leave part of it unwritten.
+// float32 softmax takes e by exp_elem's FFMA and ex2.approx.ftz (shift 2^24:
+// InPlaceScale's two multiplies), not exp_approx's six instructions: four
+// blocks per SM spend their short rows' time in the exponentials (H200,
+// notes/TUNING.md: 8192 x 65536 1.049 -> 1.040 x copy, 4096 x 50257 1.070 ->
+// 1.062; single_read, one block per SM, lost 0.9 % at 393216 with it).
+#ifndef FLOAT_EXP_FTZ
+#define FLOAT_EXP_FTZ 1
+#endif
 #include "cluster.cuh"
 #include "elements.cuh"
 
@@ -128,8 +136,8 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
 #else
     load_held<CR_LOAD, CR_THREADS>(raw, in, first, mine, raw_neg_inf());
 #if CR_IN_PLACE
-    // float32 softmax: e = e^(x - m_t) replaces x in the registers (one
-    // exponential per element); y = e * (e^(m_t - M) / S) below.
+    // float32 softmax: e = 2^24 e^(x - m_t) replaces x in the registers (one
+    // exponential per element, exp_elem); y = e * e^(m_t - M) * (1 / S) below.
     MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
 #pragma unroll
     for (int j = 0; j < CR_VPT; ++j) acc.max = fmaxf(acc.max, vec_max(raw[j]));
@@ -139,10 +147,10 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     const float base = exp_base(acc.max);
 #pragma unroll
     for (int j = 0; j < CR_VPT; ++j) {
-        raw[j] = vec_exp(raw[j], base);
+        raw[j] = exp_elems(raw[j], base);
         acc.sum += vec_sum(raw[j]);
     }
-    scalar = exp_approx(scalar - base);
+    scalar = exp_elem(scalar, base);
     acc.sum += scalar;
 #elif CR_HALF_SOFTMAX
     // Half softmax: the max packed, then the sum of exp_elem (ex2.approx.ftz,
@@ -180,16 +188,16 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
 #if CR_IN_PLACE
     // m_t = -inf (all of this thread's elements -inf): e^(m_t - M) is 0, or
     // NaN when the whole row is -inf, as torch.
-    const float scale = exp_approx(acc.max - total.max) * (1.f / total.sum);
-    store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, [&](float4 e) { return mul4(e, scale); });
-    if (rank == 0 && threadIdx.x < scalar_count(r)) r.y[scalar_index(r, threadIdx.x)] = scalar * scale;
+    const InPlaceScale scale{exp_approx(acc.max - total.max), 1.f / total.sum};
+    store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, scale);
+    if (rank == 0 && threadIdx.x < scalar_count(r)) r.y[scalar_index(r, threadIdx.x)] = scale(scalar);
 #elif CR_HALF_SOFTMAX
     // y = e^(x - M) / S (both with the shift); the scalar's e times e^(m_t - M) / S
     // as in float32's path (NaN for a row of -inf).
-    store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, ExpOutput{total.max, 1.f / total.sum});
+    const float inv = 1.f / total.sum;
+    store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, ExpOutput{total.max, inv});
     if (rank == 0 && threadIdx.x < scalar_count(r))
-        r.y[scalar_index(r, threadIdx.x)] =
-            from_float<elem_t>(scalar * (exp_approx(acc.max - total.max) * (1.f / total.sum)));
+        r.y[scalar_index(r, threadIdx.x)] = from_float<elem_t>(InPlaceScale{exp_approx(acc.max - total.max), inv}(scalar));
 #else
     const RowOutput f = row_output(total.max, total.sum);
     store_held<CR_STORE>(r, raw, [&](int j) { return slice_vec(v0, j); }, v1, f);

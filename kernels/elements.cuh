@@ -249,7 +249,8 @@ __device__ __forceinline__ RowOutput row_output(float m, float sum) {
 // cluster_row's sums and outputs take it.  float32: exp_approx, whose
 // ex2.approx.f32 keeps subnormal results (ptxas adds a compare and two
 // predicated multiplies around the ex2 unit: hidden behind memory at 8 bytes
-// an element).  Halves move half the bytes per element and the instructions
+// an element, but in cluster_row's short rows: FLOAT_EXP_FTZ below, shift 24
+// for softmax, outputs reaching 2^-150).  Halves move half the bytes per element and the instructions
 // per element set the pace (ncu, H200: 45 % of the issue slots busy at the
 // headline against fp32's 26 %), so they take one FFMA and ex2.approx.ftz:
 // 2^EXP_SHIFT e^(x - base), the shift keeping every e that can still round
@@ -258,13 +259,18 @@ __device__ __forceinline__ RowOutput row_output(float m, float sum) {
 // log_softmax only sums them (shift 0: a flushed term is below 2^-126 of a
 // sum of at least 1).  The sums carry the same factor, so e * (e^(m_t - M) /
 // S) and e^(x - M) / S are unchanged.  The fused (x - base) log2(e) + shift
-// is rounded once at a magnitude of at most 2^7: 2^-18 relative in e,
-// against a half's 2^-9.  Merges keep exp_approx.
-#if SOFTMAX_DTYPE == 0
+// is rounded once, at a magnitude of at most 2^7 where e is not flushed
+// (float32's 2^8): 2^-18 (2^-17) relative in e, as exp_approx's product, against
+// a half's 2^-9.  Merges keep exp_approx.
+#ifndef FLOAT_EXP_FTZ  // float32 too by the FFMA and ex2.approx.ftz, softmax with a shift of 2^24 (cluster_row)
+#define FLOAT_EXP_FTZ 0
+#endif
+#define EXP_SHIFT_BITS (SOFTMAX_LOG ? 0 : SOFTMAX_DTYPE == 2 ? 8 : SOFTMAX_DTYPE == 0 && FLOAT_EXP_FTZ ? 24 : 0)
+#define EXP_SHIFT ((float)EXP_SHIFT_BITS)
+#if SOFTMAX_DTYPE == 0 && !FLOAT_EXP_FTZ
 __device__ __forceinline__ float exp_elem(float x, float base) { return exp_approx(x - base); }
 __device__ __forceinline__ float4 exp_elems(float4 v, float base) { return vec_exp(v, base); }
 #else
-#define EXP_SHIFT (SOFTMAX_DTYPE == 2 && !SOFTMAX_LOG ? 8.f : 0.f)
 __device__ __forceinline__ float exp_elem(float x, float base) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(x - base, SOFTMAX_LOG2E, EXP_SHIFT)));
@@ -276,7 +282,29 @@ __device__ __forceinline__ Floats8 exp_elems(const Floats8& f, float base) {
     for (int c = 0; c < 8; ++c) e.v[c] = exp_elem(f.v[c], base);
     return e;
 }
+__device__ __forceinline__ float4 exp_elems(float4 v, float base) {
+    return make_float4(exp_elem(v.x, base), exp_elem(v.y, base), exp_elem(v.z, base), exp_elem(v.w, base));
+}
 #endif
+
+// y = e * e^(m_t - M) / S for e = exp_elem(x, m_t) held in place (a thread's
+// max m_t).  Where e carries a shift of 2^24, e^(m_t - M) / S (S with the
+// shift) falls below float32's normal range (and loses precision) as soon as
+// m_t is 70 below M, so the two factors are taken one after the other.
+struct InPlaceScale {
+    float rescale;  // e^(m_t - M)
+    float inv;  // 1 / S
+    __device__ __forceinline__ float operator()(float e) const {
+        return EXP_SHIFT_BITS > 8 ? e * rescale * inv : e * (rescale * inv);
+    }
+    __device__ __forceinline__ float4 operator()(float4 e) const {
+        return make_float4((*this)(e.x), (*this)(e.y), (*this)(e.z), (*this)(e.w));
+    }
+    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const { return map8(*this, f); }
+};
+
+// online_add1 for a sum of exp_elem terms: v's own term is 2^EXP_SHIFT e^0.
+__device__ __forceinline__ void elem_add1(MaxSum& acc, float v) { acc = merge(acc, {v, (float)(1 << EXP_SHIFT_BITS)}); }
 
 // The softmax output from x where e is not kept (halves held packed): e^(x - M)
 // with the sums' shift, times 1 / S.
@@ -289,8 +317,8 @@ struct ExpOutput {
 
 // Writes the output of elements [v0, v1) of the body (vector index) and, when
 // with_scalars, of the scalar head and tail, with a block-stride loop.
-template <typename T>
-__device__ __forceinline__ void write_span(const RowSpanOf<T>& r, i64 v0, i64 v1, bool with_scalars, RowOutput f) {
+template <typename T, typename F>
+__device__ __forceinline__ void write_span(const RowSpanOf<T>& r, i64 v0, i64 v1, bool with_scalars, const F& f) {
     const auto in = body_in(r);
     for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) store_out(r, v, f(load_vec(in, v)));
     if (with_scalars) {

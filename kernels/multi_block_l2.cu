@@ -33,7 +33,8 @@
 // the block), so every write item of a row gets bitwise the same (M, S), and
 // the output is bitwise the same on every run.
 //
-// Elements: float32, float16 or bfloat16 (SOFTMAX_DTYPE), softmax or
+// Elements: float32, float16 or bfloat16 (SOFTMAX_DTYPE; the halves' sums
+// and softmax outputs by exp_elem), softmax or
 // log_softmax (SOFTMAX_LOG), and the backward ops (SOFTMAX_BACKWARD: the
 // read item's partial is the dot of y and dy, the write item dx, reading y
 // and dy each once from device memory): elements.cuh.  Float output bodies
@@ -54,6 +55,10 @@
 #ifndef MBL2_BLOCKS_PER_SM
 #define MBL2_BLOCKS_PER_SM 2
 #endif
+#ifndef MBL2_EXP_ELEM  // halves: the sums (and softmax's outputs) by exp_elem, as cluster_row's (elements.cuh)
+#define MBL2_EXP_ELEM (SOFTMAX_DTYPE != 0 && !SOFTMAX_BACKWARD)
+#endif
+static_assert(!MBL2_EXP_ELEM || (SOFTMAX_DTYPE != 0 && !SOFTMAX_BACKWARD), "exp_elem differs from exp_approx for halves only");
 static_assert(MBL2_THREADS % 32 == 0 && MBL2_THREADS >= 32 && MBL2_THREADS <= 1024, "whole warps, at most 1024");
 static_assert(MBL2_VPT >= 1 && MBL2_BLOCKS_PER_SM >= 1, "positive sizes");
 
@@ -147,13 +152,15 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
 #pragma unroll
                 for (int j = 0; j < MBL2_VPT; ++j) acc = combine(acc, vec_dot(widen_raw(raw[j]), grad[j]));
 #else
-                Partial acc = held_max_sum(raw);
+                Partial acc = held_max_sum<MBL2_EXP_ELEM>(raw);
 #endif
                 if (c == 0) {
                     for (i64 k = threadIdx.x; k < scalar_count(r); k += MBL2_THREADS) {
                         const i64 i = scalar_index(r, k);
 #if SOFTMAX_BACKWARD
                         acc += dot_term(load_scalar(r, i), to_float(g.g[i]));
+#elif MBL2_EXP_ELEM
+                        elem_add1(acc, load_scalar(r, i));
 #else
                         online_add1(acc, load_scalar(r, i));
 #endif
@@ -177,7 +184,11 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
                     }
                 }
 #else
+#if MBL2_EXP_ELEM && !SOFTMAX_LOG
+                const ExpOutput f{total.max, 1.f / total.sum};  // the sums' shift cancels
+#else
                 const RowOutput f = row_output(total.max, total.sum);
+#endif
                 store_held(r, raw, [&](int j) { return chunk_vec(v0, j); }, v1, f);
                 write_span(r, 0, 0, c == 0, f);  // the scalar head and tail (chunk 0)
 #endif

@@ -489,9 +489,9 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // Wide, each product is rounded once to a half (narrow).
         vec_t out[SR_VPT];  // the output vectors, as stored
 #if SR_IN_PLACE
-        const float scale = exp_approx(m - total.max) * (1.f / total.sum);
+        const InPlaceScale scale{exp_approx(m - total.max), 1.f / total.sum};
 #pragma unroll
-        for (int k = 0; k < SR_VPT; ++k) out[k] = narrow(vec_mul(v[k], scale));
+        for (int k = 0; k < SR_VPT; ++k) out[k] = narrow(scale(v[k]));
 #else
 #if SOFTMAX_LOG
         // log(S) + 0 * (1 / S) is log(S) (S >= 1, or 0 or NaN for a row whose
@@ -530,7 +530,7 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
             store_slice_realigned(s.r, s.v0, s.vecs, out, firsts);
         }
 #if SR_IN_PLACE
-        if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(scalar * scale);
+        if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(scale(scalar));
 #else
         if (rank == 0 && t < scalar_count(s.r)) s.r.y[scalar_index(s.r, t)] = from_float<elem_t>(f(scalar));
 #endif

@@ -35,7 +35,9 @@ def exp_elem(x, base, shift=0.0):
     return np.where(y < F32(2.0**-126), F32(0), y).astype(F32)
 
 
-EXP_SHIFT = {"bfloat16": 8.0}  # elements.cuh EXP_SHIFT of the halves' softmax (float16: 0)
+# elements.cuh EXP_SHIFT of softmax by exp_elem: bfloat16's, and float32's where built with FLOAT_EXP_FTZ
+# (cluster_row); float16's and log_softmax's 0
+EXP_SHIFT = {"bfloat16": 8.0, "float32": 24.0}
 
 
 def exp_base(m):
@@ -123,9 +125,10 @@ def online_threads(body, scalars, threads: int, compensated: bool = False):
     return add_scalars(m, s, scalars, threads)
 
 
-def max_then_sum_threads(body, scalars, threads: int, exp=exp_approx):
+def max_then_sum_threads(body, scalars, threads: int, exp=exp_approx, scalar_term=None):
     """multi_block_l2's read item: each thread's max over its vectors (held in
-    registers), one sum of e^(x - max) by `exp`, then online_add1 over its scalars."""
+    registers), one sum of e^(x - max) by `exp`, then online_add1 over its
+    scalars (or, given `scalar_term`, elem_add1: merge with (x, scalar_term))."""
     v = thread_vectors(body, threads)  # (iteration, thread, vec), -inf padded
     with np.errstate(invalid="ignore", over="ignore"):
         m = np.fmax.reduce(v.reshape(-1, threads, v.shape[2]).transpose(1, 0, 2).reshape(threads, -1), axis=1)
@@ -134,6 +137,11 @@ def max_then_sum_threads(body, scalars, threads: int, exp=exp_approx):
         s = np.zeros(threads, dtype=F32)
         for it in v:
             s = (s + exp(it - base[:, None]).sum(axis=1, dtype=F32)).astype(F32)
+        if scalar_term is not None:
+            for k, value in enumerate(scalars):
+                t = k % threads
+                m[t], s[t] = merge((m[t], s[t]), (F32(value), F32(scalar_term)))
+            return m, s
     return add_scalars(m, s, scalars, threads)
 
 
@@ -194,18 +202,25 @@ def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
     return write(row, m, s, op)
 
 
-def multi_block_l2(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax"):
+def multi_block_l2(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax", exp_shift=0.0):
     """multi_block_l2.cu: chunks of threads x vpt vectors (the scalars in chunk 0),
-    each thread's max then sum (halves: online), each block's (max, sum)
-    published; thread t merges slots t, t + threads, ... in order (row_total),
-    then the block merges the threads' pairs."""
+    each thread's max then sum, each block's (max, sum) published; thread t
+    merges slots t, t + threads, ... in order (row_total), then the block
+    merges the threads' pairs.  Halves (MBL2_EXP_ELEM) sum exp_elem terms,
+    2^shift e^(x - m) (`exp_shift` for softmax, 0 for log_softmax), add the
+    scalars by elem_add1, and write softmax as exp_elem(x, M) / S."""
     body, scalars = split(row, misalign, vec)
     chunk_vecs = threads * vpt
     chunks = max(1, -(-len(body) // chunk_vecs))
-    per_thread = online_threads if vec == 8 else max_then_sum_threads  # halves: online
-    slots = [block_merge(*per_thread(body[c * chunk_vecs : (c + 1) * chunk_vecs],
-                                     scalars if c == 0 else scalars[:0], threads)) for c in range(chunks)]
+    shift = exp_shift if op == "softmax" else 0.0
+    knobs = dict(exp=lambda d: exp_elem(d, F32(0), shift), scalar_term=2.0**shift) if vec == 8 else {}
+    slots = [block_merge(*max_then_sum_threads(body[c * chunk_vecs : (c + 1) * chunk_vecs],
+                                               scalars if c == 0 else scalars[:0], threads, **knobs))
+             for c in range(chunks)]
     m, s = merge_all([merge_all(slots[t::threads]) for t in range(threads)])
+    if vec == 8 and op == "softmax":
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            return (exp_elem(row, m, shift) * (F32(1) / s)).astype(F32)
     return write(row, m, s, op)
 
 
@@ -299,21 +314,32 @@ def put_scalars(out, y_sc, head, n_scalars):
     out[len(out) - (n_scalars - head) :] = y_sc[head:n_scalars]
 
 
-def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", slice_vecs=None):
+def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", slice_vecs=None, exp_shift=None,
+                split_scale=None):
     """single_read.cu with e in place (SR_IN_PLACE: float32 softmax, or half
     softmax built wide, vec=8, through run()): slices per block, per-thread max
     then e, block and cluster merges, y = e * e^(m_t - M) / S.  slice_vecs: a
     memory-merged group's fixed slice (SR_MEMORY_MERGE, `cluster` blocks of
-    slice_vecs vectors each), where a cluster splits the row's body evenly."""
+    slice_vecs vectors each), where a cluster splits the row's body evenly.
+    exp_shift: e by exp_elem with that shift (cluster_row's float32), else by
+    exp_approx; split_scale (InPlaceScale, by default past a shift of 8): y =
+    e * e^(m_t - M) * (1 / S), two roundings, not e * (e^(m_t - M) / S)."""
     _in_place_only(op)
     body, scalars = split(row, misalign, vec)
     per_block = slice_vecs or -(-len(body) // cluster)
     head, _ = row_span(len(row), misalign, vec)
     out = np.empty_like(row)
+    exp = exp_approx if exp_shift is None else (lambda d: exp_elem(d, F32(0), exp_shift))
+    split_scale = (exp_shift or 0) > 8 if split_scale is None else split_scale
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, per_block)
+        blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, per_block, exp)
         for rank, (v0, m, e, e_sc) in enumerate(blocks):
-            scale = (exp_approx(m - total_m) * (F32(1) / total_s)).astype(F32)
+            rescale, inv = exp_approx(m - total_m), F32(1) / total_s
+            if split_scale:
+                e, e_sc = (e * rescale[None, :, None]).astype(F32), (e_sc * rescale).astype(F32)
+                scale = np.full_like(rescale, inv)
+            else:
+                scale = (rescale * inv).astype(F32)
             y = (e * scale[None, :, None]).reshape(-1, vec)
             count = min(per_block, len(body) - v0)
             out[head + vec * v0 : head + vec * (v0 + count)] = y[:count].reshape(-1) if count > 0 else []
@@ -322,17 +348,19 @@ def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", sli
     return out
 
 
-def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", exp_shift=0.0):
+def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", exp_shift=None, **in_place):
     """cluster_row.cu: single_read's slices and merges, one row per cluster.
-    float32 softmax keeps e in place (CR_IN_PLACE), as single_read; half
-    softmax (CR_HALF_SOFTMAX) takes exp_elem with `exp_shift` twice
-    (cluster_row_half_softmax); log_softmax takes each thread's max then sum
-    (held_max_sum; halves' terms by exp_elem, shift 0), block 0 adds the
-    scalars, and writes the output from x."""
+    float32 softmax keeps e in place (CR_IN_PLACE), as single_read, by
+    exp_elem with `exp_shift` (FLOAT_EXP_FTZ; by default float32's); half softmax (CR_HALF_SOFTMAX)
+    takes exp_elem with `exp_shift` twice (cluster_row_half_softmax);
+    log_softmax takes each thread's max then sum (held_max_sum; halves' terms
+    by exp_elem, shift 0), block 0 adds the scalars, and writes the output
+    from x."""
     if op == "softmax" and vec == 4:
-        return single_read(row, misalign, threads, cluster, vec, op)
+        shift = EXP_SHIFT["float32"] if exp_shift is None else exp_shift
+        return single_read(row, misalign, threads, cluster, vec, op, exp_shift=shift, **in_place)
     if op == "softmax":
-        return cluster_row_half_softmax(row, misalign, threads, cluster, exp_shift)
+        return cluster_row_half_softmax(row, misalign, threads, cluster, exp_shift or 0.0)
     body, scalars = split(row, misalign, vec)
     per_block = -(-len(body) // cluster)
     exp = (lambda d: exp_elem(d, F32(0))) if vec == 8 else exp_approx
@@ -357,6 +385,21 @@ def cluster_row_half_softmax(row, misalign, threads, cluster, shift):
         _, m0, _, e0 = blocks[0]
         put_scalars(out, (e0 * (exp_approx(m0 - total_m) * (F32(1) / total_s))).astype(F32), head, len(scalars))
     return out
+
+
+def lane_spread_row(n, seed=0):
+    """A float32 row (test data for the in-place e) whose 16-byte vector v lies in (-90 (v % 32) / 31 - 1, -90 (v % 32) / 31]: the threads of a
+    block (vectors t, t + threads, ...) have their maxima spread over [-90, 0]; every 16th element is -95, far
+    below its thread's max where that is near 0."""
+    rng = np.random.default_rng(seed)
+    row = (-90.0 * ((np.arange(n) // 4) % 32) / 31 - rng.random(n)).astype(np.float32)
+    row[::16] = -95
+    return row
+
+
+def close_by_elements(out, ref):
+    """Every output within 1e-5 of its float64 reference, or 2 subnormal steps (2^-148)."""
+    return bool(np.all(np.abs(out.astype(np.float64) - ref) <= 1e-5 * np.abs(ref) + 2.0**-148))
 
 
 def single_read_warp(row, misalign=0, vec=4, op="softmax"):
@@ -398,7 +441,7 @@ def run(name, stored, dtype="float32", op="softmax", misalign=0, **knobs):
     """Algorithm `name` (three_pass, two_pass, multi_block; single_read and
     single_read_warp as built wide for half softmax) on a row stored as `dtype`:
     widen, the float32 algorithm with `dtype`'s vector width, one rounding."""
-    if name == "cluster_row":
+    if name in ("cluster_row", "multi_block_l2"):
         knobs = {"exp_shift": EXP_SHIFT.get(dtype, 0.0)} | knobs
     out32 = ALGORITHMS[name](widen(stored, dtype), misalign, vec=VEC[dtype], op=op, **knobs)
     return to_bits(out32, dtype)

@@ -4,7 +4,7 @@ float64 reference, special values included.  No GPU needed."""
 import numpy as np
 import pytest
 
-from emulate import ALGORITHMS
+from emulate import ALGORITHMS, close_by_elements, lane_spread_row
 from softmax_lab.reference import relative_error, softmax_reference
 
 ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 31, 64, 129, 1000, 4099]
@@ -296,44 +296,69 @@ def test_wide_half_softmax_special_values(dtype, cluster):
                 assert check_row(out, stored, dtype, "softmax"), (label, n, misalign)
 
 
-# ------------------------------------------------------------ cluster_row's halves
+# ------------------------------------------------------------ halves by exp_elem (cluster_row, multi_block_l2)
+EXP_ELEM_KNOBS = {"cluster_row": [dict(cluster=1, threads=32), dict(cluster=4, threads=32)],
+                  "multi_block_l2": [dict(threads=32, vpt=2), dict(threads=64, vpt=1)]}
+
+
+@pytest.mark.parametrize("name", EXP_ELEM_KNOBS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("n", [1, 7, 9, 17, 129, 1000, 4099])
 @pytest.mark.parametrize("misalign", [0, 1, 7])
-def test_cluster_row_halves_against_float64(dtype, op, n, misalign):
+def test_exp_elem_halves_against_float64(name, dtype, op, n, misalign):
     """Softmax by exp_elem (ex2.approx.ftz, bfloat16's shift) in the sums and the outputs,
     log_softmax by held_max_sum: within 1 ulp of the dtype."""
     rng = np.random.default_rng(n * 10 + misalign)
     stored = to_bits((rng.standard_normal(n) * 4).astype(np.float32), dtype)
-    for cluster in (1, 4):
-        out = run("cluster_row", stored, dtype, op, misalign, cluster=cluster, threads=32)
-        assert check_row(out, stored, dtype, op), cluster
+    for knobs in EXP_ELEM_KNOBS[name]:
+        out = run(name, stored, dtype, op, misalign, **knobs)
+        assert check_row(out, stored, dtype, op), knobs
 
 
+@pytest.mark.parametrize("name", EXP_ELEM_KNOBS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_cluster_row_half_softmax_special_values(dtype):
+def test_exp_elem_half_softmax_special_values(name, dtype):
     rng = np.random.default_rng(5)
     for n in (1, 9, 130, 1031):
         for label, row in _special_rows(n, rng).items():
             stored = to_bits(row, dtype)
             for misalign in (0, 3):
-                out = run("cluster_row", stored, dtype, "softmax", misalign, cluster=2, threads=32)
+                out = run(name, stored, dtype, "softmax", misalign, **EXP_ELEM_KNOBS[name][0])
                 assert check_row(out, stored, dtype, "softmax"), (label, n, misalign)
 
 
-def test_bfloat16_softmax_needs_the_shift_through_its_subnormals():
+def test_cluster_row_float_softmax_keeps_each_output():
+    """cluster_row's float32 softmax: e = 2^24 e^(x - m_t) by ex2.approx.ftz, y = e * e^(m_t - M) * (1 / S).
+    Where a thread's max lies 65-90 below the row's, e^(m_t - M) / S (S with the shift) is below float32's
+    normal range: as one factor it would leave a few bits of outputs that are normal.  Without the shift, e
+    below 2^-126 flushes to 0 and with it outputs that float32 holds as subnormals."""
+    from emulate import cluster_row
+
+    row = lane_spread_row(4099)
+    ref = softmax_reference(row.astype(np.float64))
+    out = cluster_row(row, 1, threads=32, cluster=4)
+    assert close_by_elements(out, ref)
+    assert ((0 < out) & (out < 2.0**-126)).sum() > 100  # subnormal outputs written
+    assert ((ref > 2.0**-126) & (np.abs(np.log(ref)) > 60)).sum() > 100  # normal outputs of far threads
+    assert not close_by_elements(cluster_row(row, 1, threads=32, cluster=4, split_scale=False), ref)
+    assert not close_by_elements(cluster_row(row, 1, threads=32, cluster=4, exp_shift=0.0), ref)
+
+
+@pytest.mark.parametrize("name", EXP_ELEM_KNOBS)
+def test_bfloat16_softmax_needs_the_shift_through_its_subnormals(name):
     """One element at 0, the rest from -80 to -95: outputs from 2^-115 down to 2^-137.
     bfloat16 rounds those above 2^-134 to nonzero subnormals; ex2.approx.ftz flushes e below
     2^-126, which the shift of 2^8 keeps clear of."""
     row = -np.linspace(80, 95, 1031).astype(np.float32)
     row[0] = 0
     stored = to_bits(row, "bfloat16")
-    out = run("cluster_row", stored, "bfloat16", "softmax", 0, cluster=2, threads=32)
+    knobs = EXP_ELEM_KNOBS[name][0]
+    out = run(name, stored, "bfloat16", "softmax", 0, **knobs)
     assert check_row(out, stored, "bfloat16", "softmax")
     y = widen(out, "bfloat16")
     assert ((0 < y) & (y < 2.0**-126)).sum() > 100  # subnormal outputs written
-    unshifted = run("cluster_row", stored, "bfloat16", "softmax", 0, cluster=2, threads=32, exp_shift=0.0)
+    unshifted = run(name, stored, "bfloat16", "softmax", 0, **knobs, exp_shift=0.0)
     assert not check_row(unshifted, stored, "bfloat16", "softmax")
 
 

@@ -7,6 +7,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from emulate import close_by_elements, lane_spread_row
 from sanitizer import run_sanitized
 
 import softmax_lab
@@ -53,6 +54,22 @@ def _run(name, x, y, yb, **knobs):
     launch = V.get_variant(name).prepare(shape, dev, **knobs)
     launch(x.data.ptr, y.data.ptr, cp.cuda.get_current_stream())
     cp.cuda.get_current_stream().synchronize()
+
+
+@pytest.mark.parametrize("name", ["cluster_row", "single_read", "multi_block_l2", "auto"])
+@pytest.mark.parametrize("rows, cols", [(3, 4099), (2, 65536), (2, 151937), (140, 20003)])
+def test_float_outputs_far_below_the_max_keep_their_precision(name, rows, cols):
+    """Rows whose threads' maxima spread over [-90, 0] (tests/emulate.py lane_spread_row): every
+    output within 1e-5 of float64 or 2 subnormal steps, so outputs of 1e-30 keep their digits and the
+    subnormal ones are written (cluster_row's exp_elem by ex2.approx.ftz with a shift of 2^24, and its
+    two multiplies)."""
+    cp = _cp()
+    x = cp.asarray(np.stack([lane_spread_row(cols, seed) for seed in range(rows)]))
+    y = softmax_lab.softmax(x, variant=name)
+    ref = softmax_reference(cp.asnumpy(x).astype(np.float64))
+    out = cp.asnumpy(y)
+    assert close_by_elements(out, ref), name
+    assert ((0 < out) & (out < 2.0**-126)).sum() > rows * cols // 64  # subnormal outputs
 
 
 @pytest.mark.parametrize("x_off", [0, 1, 2, 3])

@@ -211,7 +211,7 @@ def test_special_values_follow_torch(dtype, op, cols):
     assert _ok(_error(out, x, dtype, op), dtype)
 
 
-@pytest.mark.parametrize("variant", ["single_read", "cluster_row"])
+@pytest.mark.parametrize("variant", ["single_read", "cluster_row", "multi_block_l2"])
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", [1000, 70001, 151936, 393216])
@@ -303,6 +303,7 @@ SANITIZER_SCRIPT = textwrap.dedent(
                 run(dtype, op, 3, 151936, 1, 3, config=V.single_read_plan(151936, dev, 4096, dtype, op))
                 for cols in (1000, 40001, 128256):  # cluster_row's halves: exp_elem in the sums (and outputs)
                     run(dtype, op, 3, cols, 1, 3, variant="cluster_row")
+                run(dtype, op, 3, 40001, 1, 3, variant="multi_block_l2")  # the same, over 3 chunks a row
     torch.cuda.synchronize()
     assert not wrong, wrong
     print("sanitized")
