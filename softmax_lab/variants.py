@@ -1646,11 +1646,21 @@ FALLBACKS = ("two_pass", "multi_block")
 # hence CLUSTER_ROW_HALVES_BYTES_PER_SM; on odd lengths it lost from 528 rows
 # (528 and 1056 x 100003, 1.53 / 1.48 against 1.36 / 1.33), as at 4096 rows
 # in the session before (1.43-1.52 against 1.18-1.32).
+# Half softmax takes cluster_row at four blocks per SM whatever the cluster
+# (eighteenth session, p46-p47); half log_softmax in clusters of 8 there only
+# on rows that start on 16 bytes (nineteenth session, notes/tune-runs/
+# 2026-12-02-log-rule-mbl2-p50.txt, bf16 ÷ copy, cluster_row against
+# single_read): 4096 x 128256 1.06 against 1.10 (fp16 1.04 against 1.09),
+# 16384 x 128256 1.06 against 1.10, 1056 x 128256 0.98 against 1.15, 4096 x
+# 128000 1.05 against 1.09; odd rows lost (128255 1.11 against 1.09, 128257
+# 1.13 against 1.10, 100003 1.21 against 1.10 in p49), clusters of 16 level
+# (2048 x 262144 bf16 1.109 against 1.110, fp16 1.117 against 1.104).
 CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES = 16384
 CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
 CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM = 4
 CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM = 6 << 20
 CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER = 4
+CLUSTER_ROW_HALVES_LOG_ALIGNED_CLUSTER = 8
 CLUSTER_ROW_HALVES_BLOCKS_PER_SM = 4
 CLUSTER_ROW_BYTES_PER_SM = 3 << 20
 CLUSTER_ROW_HALVES_ROWS_PER_SM = 2
@@ -1682,7 +1692,8 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
             else CLUSTER_ROW_BYTES_PER_SM
         return shape.rows * shape.cols * shape.itemsize <= per_sm * dev.sm_count
     if plan.blocks_per_sm >= CLUSTER_ROW_HALVES_BLOCKS_PER_SM and (
-            shape.op == "softmax" or plan.cluster <= CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER):
+            shape.op == "softmax" or plan.cluster <= CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER or
+            (plan.cluster <= CLUSTER_ROW_HALVES_LOG_ALIGNED_CLUSTER and _rows_aligned(shape))):
         return True
     return shape.rows <= CLUSTER_ROW_HALVES_ROWS_PER_SM * dev.sm_count or (
         _rows_aligned(shape) and shape.rows * shape.cols * shape.itemsize <= CLUSTER_ROW_HALVES_BYTES_PER_SM * dev.sm_count)

@@ -371,7 +371,10 @@ def test_cluster_row_has_no_plan_before_hopper():
     (4096, 151936, "float32", "softmax", "single_read"),
     (4096, 65536, "bfloat16", "softmax", "cluster_row"),  # halves: clusters of up to 4 at four blocks per SM
     (4096, 65536, "float16", "log_softmax", "cluster_row"),
-    (4096, 128256, "float16", "log_softmax", "single_read"),  # clusters of 8
+    (4096, 128256, "float16", "log_softmax", "cluster_row"),  # log: clusters of 8 on aligned rows
+    (4096, 128255, "float16", "log_softmax", "single_read"),  # not on odd rows
+    (4096, 100003, "bfloat16", "log_softmax", "single_read"),
+    (2048, 262144, "bfloat16", "log_softmax", "single_read"),  # nor clusters of 16
     (4096, 128256, "float16", "softmax", "cluster_row"),  # softmax: any cluster at four blocks per SM
     (1 << 20, 262144, "bfloat16", "softmax", "cluster_row"),
     (4096, 262144, "bfloat16", "log_softmax", "single_read"),
