@@ -402,13 +402,14 @@ def close_by_elements(out, ref):
     return bool(np.all(np.abs(out.astype(np.float64) - ref) <= 1e-5 * np.abs(ref) + 2.0**-148))
 
 
-def single_read_warp(row, misalign=0, vec=4, op="softmax"):
-    """single_read_warp: max, e = e^(x - base) in place, y = e * e^(base - m) / sum."""
+def single_read_warp(row, misalign=0, vec=4, op="softmax", exp_shift=None):
+    """single_read_warp: max, e = e^(x - base) in place (exp_approx; halves,
+    through run(): exp_elem with `exp_shift`), y = e * e^(base - m) / sum."""
     _in_place_only(op)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         m = np.fmax.reduce(row) if len(row) else NEG_INF
         base = exp_base(m)
-        e = exp_approx(row - base)
+        e = exp_approx(row - base) if exp_shift is None else exp_elem(row, base, exp_shift)
         return (e * (exp_approx(base - m) / e.sum(dtype=F32))).astype(F32)
 
 
@@ -440,8 +441,10 @@ def widen(stored, dtype):
 def run(name, stored, dtype="float32", op="softmax", misalign=0, **knobs):
     """Algorithm `name` (three_pass, two_pass, multi_block; single_read and
     single_read_warp as built wide for half softmax) on a row stored as `dtype`:
-    widen, the float32 algorithm with `dtype`'s vector width, one rounding."""
-    if name in ("cluster_row", "multi_block_l2"):
+    widen, the float32 algorithm with `dtype`'s vector width, one rounding.
+    The kernels that take exp_elem get its shift for `dtype` (single_read's
+    and its warps' for halves only)."""
+    if name in ("cluster_row", "multi_block_l2") or (name.startswith("single_read") and dtype != "float32"):
         knobs = {"exp_shift": EXP_SHIFT.get(dtype, 0.0)} | knobs
     out32 = ALGORITHMS[name](widen(stored, dtype), misalign, vec=VEC[dtype], op=op, **knobs)
     return to_bits(out32, dtype)
