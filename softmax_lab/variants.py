@@ -1559,7 +1559,9 @@ FALLBACKS = ("two_pass", "multi_block")
 # CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM blocks per SM, else while the input is at
 # most CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM per SM; halves at
 # CLUSTER_ROW_HALVES_BLOCKS_PER_SM blocks per SM or more, log_softmax only in
-# clusters of at most CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER); otherwise the
+# clusters of at most CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER, or of
+# CLUSTER_ROW_HALVES_LOG_ALIGNED_CLUSTER on rows that start on 16-byte
+# boundaries); otherwise the
 # forward ops while the input is at most CLUSTER_ROW_BYTES_PER_SM per SM (a
 # few waves of its clusters; halves: at most CLUSTER_ROW_HALVES_ROWS_PER_SM
 # rows per SM, or CLUSTER_ROW_HALVES_BYTES_PER_SM of rows that start on
@@ -1599,9 +1601,9 @@ FALLBACKS = ("two_pass", "multi_block")
 # 0.98).  Clusters doubled to reach four blocks per SM lost everywhere
 # (1.23-1.85), as did e held as floats (CR_WIDE, one exponential, half the
 # blocks per SM: 1.24-1.79).  The half log_softmax, its sums by exp_elem since
-# (p49), keeps clusters of at most 4: at four blocks per SM in clusters of 8
-# it won at 4096 x 128256 (1.05 against 1.09) but lost at 4096 x 100003 (1.21
-# against 1.10).
+# (p49), kept clusters of at most 4 that session: at four blocks per SM in
+# clusters of 8 it won at 4096 x 128256 (1.05 against 1.09) but lost at 4096 x
+# 100003 (1.21 against 1.10); the rule by alignment that followed is below.
 # Forward rows of 8-16 KB against three_pass (sixteenth session,
 # notes/tune-runs/2026-12-02-short-rows-p41.txt, -float-warp-p42.txt, ÷ copy,
 # ~1 GiB of rows): cluster_row won from about 9 KB (float32 2300-4096 columns

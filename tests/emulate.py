@@ -27,8 +27,8 @@ def exp_approx(d):
 
 
 def exp_elem(x, base, shift=0.0):
-    """elements.cuh exp_elem for halves: ex2.approx.ftz of fma(x - base, log2 e, shift),
-    the fma rounded once, results below 2^-126 flushed to 0."""
+    """elements.cuh exp_elem for halves (and float32 built with FLOAT_EXP_FTZ): ex2.approx.ftz
+    of fma(x - base, log2 e, shift), the fma rounded once, results below 2^-126 flushed to 0."""
     with np.errstate(invalid="ignore", over="ignore"):
         d = (np.asarray(x, dtype=F32) - base).astype(F32)
         y = np.exp2((d.astype(np.float64) * np.float64(LOG2E) + shift).astype(F32)).astype(F32)
@@ -388,9 +388,10 @@ def cluster_row_half_softmax(row, misalign, threads, cluster, shift):
 
 
 def lane_spread_row(n, seed=0):
-    """A float32 row (test data for the in-place e) whose 16-byte vector v lies in (-90 (v % 32) / 31 - 1, -90 (v % 32) / 31]: the threads of a
-    block (vectors t, t + threads, ...) have their maxima spread over [-90, 0]; every 16th element is -95, far
-    below its thread's max where that is near 0."""
+    """Test data for the in-place e: a float32 row whose 16-byte vector v lies in
+    (-90 (v % 32) / 31 - 1, -90 (v % 32) / 31], so the threads of a block (vectors t,
+    t + threads, ...) have their maxima spread over [-90, 0]; every 16th element is
+    -95, far below its thread's max where that is near 0."""
     rng = np.random.default_rng(seed)
     row = (-90.0 * ((np.arange(n) // 4) % 32) / 31 - rng.random(n)).astype(np.float32)
     row[::16] = -95
