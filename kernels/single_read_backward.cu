@@ -15,7 +15,9 @@
 //      slice sits in its half of the stage at its source's offset in a
 //      128-byte line (single_read.cu's line_offset);
 //   2. each thread moves its SR_VPT vectors of y and SR_VPT of dy into
-//      registers and the stage goes back to the copy engine;
+//      registers and the stage goes back to the copy engine (SRB_Y_DIRECT,
+//      log_softmax: the stages hold dy alone, and y comes by plain loads
+//      straight into the registers here);
 //   3. per thread the partial dot, summed over the block (fixed butterfly);
 //   4. each block publishes its partial dot; after one cluster barrier every
 //      thread reads the SR_CLUSTER partials through distributed shared memory
@@ -29,7 +31,7 @@
 // read with plain loads by block 0.
 // Traffic: 2 reads + 1 write.  Launch: as single_read (a persistent 1-D grid
 // of resident clusters, cluster g takes rows g, g + G, ...).  Dynamic shared
-// memory: SR_STAGES * 2 * SR_STAGE_VECS * 16 bytes.  A row fits when
+// memory: SR_STAGES * 2 * SR_STAGE_VECS * 16 bytes (SRB_Y_DIRECT: 1, not 2).  A row fits when
 // ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT.
 #define SR_HELPERS_ONLY 1
 #include "single_read.cu"
@@ -47,7 +49,17 @@
 #endif
 static_assert(8 * SR_VPT + SRB_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
               "the row of y and dy (8 registers per vector pair) plus the others must fit the register budget");
-static_assert((long long)SR_STAGES * SR_STAGE_VECS * 32 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
+// SRB_Y_DIRECT (log_softmax only, whose dot is the sum of dy alone): the
+// stages hold dy alone, and each thread loads its vectors of y straight from
+// device memory (plain loads) as it moves its dy from the stage, so that y's
+// loads are in flight during the barriers before step 5.  variants.py
+// (single_read_backward_plan) builds the halves' log_softmax so.
+#ifndef SRB_Y_DIRECT
+#define SRB_Y_DIRECT 0
+#endif
+static_assert(!SRB_Y_DIRECT || SOFTMAX_LOG, "SRB_Y_DIRECT: only log_softmax's dot leaves y out");
+#define SRB_STAGED (SRB_Y_DIRECT ? 1 : 2)  // arrays a stage holds
+static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 * SRB_STAGED + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
               "the stages of y and dy (and 1/32 of a stage for realigned stores) must fit a block's shared memory");
 
 // The scalar pair loaded a row ahead (as single_read.cu's scalar): loaded at the top
@@ -93,13 +105,13 @@ __device__ __forceinline__ const vec_t* g_src(const SliceB& s) {
 }
 __device__ __forceinline__ vec_t* y_in_stage(vec_t* stage, const SliceB& s) { return stage + line_offset(y_src(s)); }
 __device__ __forceinline__ vec_t* g_in_stage(vec_t* stage, const SliceB& s) {
-    return stage + SR_STAGE_VECS + line_offset(g_src(s));
+    return stage + (SRB_STAGED - 1) * SR_STAGE_VECS + line_offset(g_src(s));
 }
 
 // Both copies of a slice on one mbarrier (initialised for two arrivals).
 __device__ __forceinline__ void load_pair(vec_t* stage, const SliceB& s, unsigned long long* bar) {
     const unsigned long long policy = l2_evict_last();
-    load_slice(y_in_stage(stage, s), y_src(s), s.vecs, bar, policy);
+    if (!SRB_Y_DIRECT) load_slice(y_in_stage(stage, s), y_src(s), s.vecs, bar, policy);
     load_slice(g_in_stage(stage, s), g_src(s), s.vecs, bar, policy);
 }
 
@@ -155,14 +167,14 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #define SRB_SLICE(it) slice_b(y, dy, dx, cluster + (it) * clusters, n, ld_y, ld_dy, ld_dx, rank)
 
     if (t == 0) {
-        for (int s = 0; s < SR_STAGES; ++s) mbar_init(&full[s], 2);
+        for (int s = 0; s < SR_STAGES; ++s) mbar_init(&full[s], SRB_STAGED);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     cluster_sync<SR_CLUSTER>();  // barriers initialised; every block of the cluster is running
 
     if (t == 0) {
         for (i64 it = 0; it < SR_STAGES && it < my_rows; ++it)
-            load_pair(stages + it * 2 * SR_STAGE_VECS, SRB_SLICE(it), &full[it]);
+            load_pair(stages + it * SRB_STAGED * SR_STAGE_VECS, SRB_SLICE(it), &full[it]);
     }
 
     RawPair scalar_next = SRB_SCALAR_AHEAD && my_rows > 0 ? load_scalar_pair(SRB_SLICE(0), rank) : RawPair{};
@@ -174,13 +186,13 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // 2. this thread's part of the dot, read from the stage (zero-filled
         // past the slice: adds 0), then the block's.
         mbar_wait(&full[stage], (unsigned)((it / SR_STAGES) & 1));
-        const vec_t* buf_y = y_in_stage(stages + stage * 2 * SR_STAGE_VECS, s);
-        const vec_t* buf_g = g_in_stage(stages + stage * 2 * SR_STAGE_VECS, s);
+        const vec_t* buf_y = y_in_stage(stages + stage * SRB_STAGED * SR_STAGE_VECS, s);
+        const vec_t* buf_g = g_in_stage(stages + stage * SRB_STAGED * SR_STAGE_VECS, s);
         float part = dot_term(scalar.y, scalar.dy);
 #pragma unroll
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
-            if (j < s.vecs) part += pair_dot(buf_y[j], buf_g[j]);
+            if (j < s.vecs) part += pair_dot(SRB_Y_DIRECT ? vec_t{} : buf_y[j], buf_g[j]);
         }
         const float block = block_sum(part, scratch);
 
@@ -193,13 +205,13 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         for (int k = 0; k < SR_VPT; ++k) {
             const i64 j = t + k * SR_THREADS;
             const bool in = j < s.vecs;
-            vy[k] = in ? buf_y[j] : vec_t{};
+            vy[k] = in ? (SRB_Y_DIRECT ? __ldg(y_src(s) + j) : buf_y[j]) : vec_t{};
             vg[k] = in ? buf_g[j] : vec_t{};
         }
         __syncthreads();
         if (it + SR_STAGES < my_rows && t == 0) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            load_pair(stages + stage * 2 * SR_STAGE_VECS, SRB_SLICE(it + SR_STAGES), &full[stage]);
+            load_pair(stages + stage * SRB_STAGED * SR_STAGE_VECS, SRB_SLICE(it + SR_STAGES), &full[stage]);
         }
         if (SRB_SCALAR_AHEAD && it + 1 < my_rows) scalar_next = load_scalar_pair(SRB_SLICE(it + 1), rank);
 

@@ -381,6 +381,9 @@ class ClusterConfig:
     # forward: the row's `cluster` blocks are a group of any resident blocks, merged through
     # device memory (SR_MEMORY_MERGE), not a cluster: any count from 2 to `threads`
     memory_merge: bool = False
+    # log_softmax backward: its stages hold dy alone, and each thread loads its vectors of y
+    # from device memory into registers (SRB_Y_DIRECT; single_read_backward_plan)
+    y_direct: bool = False
 
     def __post_init__(self):
         if self.memory_merge:
@@ -391,6 +394,8 @@ class ClusterConfig:
             _check_cluster_and_threads(self.cluster, self.threads)
         if min(self.vpt, self.stages, self.blocks_per_sm) < 1 or self.arrays not in (1, 2):
             raise ValueError(f"vpt, stages and blocks_per_sm must be positive, arrays 1 or 2: {self}")
+        if self.y_direct and self.arrays != 2:
+            raise ValueError(f"{self}: y_direct is a backward plan's (arrays=2)")
         if self.wide and (self.arrays != 1 or self.vpt > WIDE_MAX_VPT):
             raise ValueError(f"{self}: wide plans hold one array, at most {WIDE_MAX_VPT} vectors per thread")
         if _registers_needed(self.vpt, self.cluster, ITEMSIZE, self.arrays, self.wide) > \
@@ -414,8 +419,14 @@ class ClusterConfig:
         return self.capacity_vecs * VECTOR_BYTES // ITEMSIZE
 
     @property
+    def staged_arrays(self) -> int:
+        """The arrays a shared-memory stage holds: `arrays`, or dy alone for y_direct."""
+        return 1 if self.y_direct else self.arrays
+
+    @property
     def smem_bytes(self) -> int:
-        return self.stages * (self.threads * self.vpt + LINE_VECS * self.line_shift) * self.arrays * VECTOR_BYTES
+        return self.stages * (self.threads * self.vpt + LINE_VECS * self.line_shift) * self.staged_arrays * \
+            VECTOR_BYTES
 
     def defines(self, dev: DeviceInfo | None = None) -> dict[str, int]:
         d = {"SR_CLUSTER": self.cluster_dims, "SR_THREADS": self.threads, "SR_VPT": self.vpt,
@@ -426,6 +437,8 @@ class ClusterConfig:
             d["SR_WIDE"] = 1
         if self.line_shift:
             d["SR_LINE_SHIFT"] = 1
+        if self.y_direct:
+            d["SRB_Y_DIRECT"] = 1
         if dev is not None:
             d["SR_SMEM_LIMIT"] = dev.smem_optin_bytes
         return d
@@ -433,7 +446,7 @@ class ClusterConfig:
     def label(self) -> str:
         return f"{self.cluster}x{self.threads}x{self.vpt}x{self.stages}x{self.blocks_per_sm}" + \
             ("b" if self.arrays == 2 else "") + ("w" if self.wide else "") + ("s" if self.line_shift else "") + \
-            ("m" if self.memory_merge else "")
+            ("m" if self.memory_merge else "") + ("d" if self.y_direct else "")
 
 
 def _register_budget(threads: int, blocks_per_sm: int) -> int:
@@ -1132,13 +1145,14 @@ def line_shifted(config: ClusterConfig, shape: Shape, dev: DeviceInfo) -> Cluste
         return config
     per_block = memory_merge_slice(config, shape) if config.memory_merge else \
         -(-(shape.cols * shape.itemsize // VECTOR_BYTES) // config.cluster)
-    on_lines = _rows_start_on(LINE_BYTES, shape, shape.x_offset, shape.ld_x) and \
-        (config.arrays == 1 or _rows_start_on(LINE_BYTES, shape, shape.g_offset, shape.ld_g))
+    copied = ((shape.x_offset, shape.ld_x),) * (not config.y_direct) + \
+        ((shape.g_offset, shape.ld_g),) * (config.arrays == 2)  # the arrays the bulk copies bring
+    on_lines = all(_rows_start_on(LINE_BYTES, shape, offset, ld) for offset, ld in copied)
     if on_lines and (config.cluster == 1 or per_block % LINE_VECS == 0):
         return config
     shifted = replace(config, line_shift=True)
     extra = shifted.smem_bytes - config.smem_bytes
-    if _block_smem(config.threads, config.vpt, config.stages, config.arrays) + extra > \
+    if _block_smem(config.threads, config.vpt, config.stages, config.staged_arrays) + extra > \
             _smem_budget(dev, config.blocks_per_sm):
         return config
     return shifted
@@ -1151,6 +1165,38 @@ def _shares_alignment(shape: Shape) -> bool:
     return shape.x_offset % VECTOR_BYTES == shape.g_offset % VECTOR_BYTES and lds_agree
 
 
+# y loaded directly (SRB_Y_DIRECT): log_softmax's dot is the sum of dy alone,
+# so its stages can hold dy alone, each thread loading its vectors of y from
+# device memory into registers as it moves its dy from the stage; the plan's
+# block shape stays (single_read_config, arrays=2), its stages half the size.
+# H200, 2026-12-02 (notes/tune-runs/2026-12-02-log-backward-direct-y-p54.txt
+# and -p55.txt, log_softmax backward ÷ torch.add, 4096 rows unless said, the
+# plan staged / y direct with plain loads, one stage): bf16 151936 1.18-1.19 /
+# 1.13 (fp16 1.17-1.18 / 1.11), 128256 1.07 / 1.02-1.03 (fp16 1.08 / 1.03),
+# 100003 1.26 / 1.23, 65536 0.99 / 0.96, 50257 1.17 / 1.15, 200003 1.42 /
+# 1.40, 2048 x 262144 1.09 / 1.04, 393216 1.13 / 1.11, 1056 x 151936 1.16 /
+# 1.10, 528 x 128256 1.18 / 1.13, 132 x 151936 1.71 / 1.63; but a block
+# without a cluster lost (bf16 32000, 1 x 512 x 8: 1.09 / 1.10), as did
+# float32 (151936 1.05 / 1.11, 128256 1.04 / 1.06, 65536 1.03 / 1.05; 100003
+# and 32000 level).  Two stages of dy: 1-3 % ahead of one at 128256-151936
+# and few rows, 8-14 % behind on rows off 128-byte lines (100003, 50257,
+# 200003), and ptxas spilled 8 bytes at 608 threads; evict-first loads of y
+# ran 1-8 % behind plain ones, evict-last level.
+Y_DIRECT_MIN_CLUSTER = 2
+
+
+def single_read_backward_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str = "float32",
+                              op: str = "softmax_backward") -> ClusterConfig | None:
+    """single_read's backward plan: single_read_config with y and dy on chip (arrays=2), y
+    loaded directly (y_direct) for the halves' log_softmax in clusters of Y_DIRECT_MIN_CLUSTER
+    blocks or more; None where no plan holds the row."""
+    config = single_read_config(cols, dev, rows, DTYPES[dtype], arrays=2)
+    if config is not None and op == "log_softmax_backward" and DTYPES[dtype] != ITEMSIZE and \
+            config.cluster >= Y_DIRECT_MIN_CLUSTER:
+        return replace(config, y_direct=True)
+    return config
+
+
 def single_read_backward_kernel(config: ClusterConfig, dev: DeviceInfo, dtype: str = "float32",
                                 op: str = "softmax_backward") -> cupy.RawKernel:
     return _cluster_kernel("single_read_backward.cu", config, dev, kernel_defines(dtype, op))
@@ -1159,21 +1205,26 @@ def single_read_backward_kernel(config: ClusterConfig, dev: DeviceInfo, dtype: s
 def _prepare_single_read_backward(shape: Shape, dev: DeviceInfo, config: ClusterConfig | None = None,
                                   groups: int | None = None) -> Launcher:
     """single_read_backward.cu: y and dy of a row on chip across a cluster, each read once.
-    The plan: single_read's rule with y and dy on chip (arrays=2).  Rows of dy that do
+    The plan: single_read_backward_plan (single_read's rule with y and dy on chip, arrays=2;
+    y loaded directly for the halves' log_softmax).  Rows of dy that do
     not share y's 16-byte alignment are CannotRun (auto then takes two_pass)."""
     if not _shares_alignment(shape):
         raise CannotRun(f"variant 'single_read': dy does not share y's 16-byte alignment on every row "
                         f"(offsets {shape.x_offset} and {shape.g_offset} bytes, row strides {shape.ld_x} and "
                         f"{shape.ld_g} elements); its backward copies both by the same 16-byte vectors")
-    config = config or single_read_config(shape.cols, dev, shape.rows, shape.itemsize, arrays=2)
+    config = config or single_read_backward_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     if config is None:
         raise CannotRun(f"variant 'single_read' holds backward rows of at most "
                         f"{_single_read_limit(dev, shape.dtype, shape.op)} {shape.dtype} elements on {dev.name}; "
                         f"got {shape.cols}")
     if config.arrays != 2:
         raise CannotRun(f"variant 'single_read': {config} is a forward plan; the backward's holds y and dy (arrays=2)")
+    if config.y_direct and shape.op != "log_softmax_backward":
+        raise CannotRun(f"variant 'single_read': {config} loads y directly, which only log_softmax's backward may "
+                        f"(its dot is the sum of dy); got {shape.op}")
     if _row_vecs(shape.cols, shape.itemsize) > config.capacity_vecs or \
-            _block_smem(config.threads, config.vpt, config.stages, 2) + SMEM_RESERVED > dev.smem_optin_bytes:
+            _block_smem(config.threads, config.vpt, config.stages, config.staged_arrays) + SMEM_RESERVED > \
+            dev.smem_optin_bytes:
         raise CannotRun(f"variant 'single_read': {config} does not hold backward rows of {shape.cols} on {dev.name}")
     if _registers_needed(config.vpt, config.cluster, shape.itemsize, 2) > \
             _register_budget(config.threads, config.blocks_per_sm):
@@ -1425,7 +1476,8 @@ _ALL = (
                      "(single_read_config); slices placed at their sources' offsets in 128-byte lines where rows "
                      "or slices start off a line (line_shifted); forward rows past a cluster of 16 (or where a "
                      "smaller group pays): a persistent grid of groups of any resident blocks, merged through "
-                     "device memory (memory_merge_config)"),
+                     "device memory (memory_merge_config); backward: y and dy on chip (single_read_backward_plan; "
+                     "the halves' log_softmax stages dy alone and loads y directly)"),
         prepare_launch=_prepare_single_read,
         max_cols=_single_read_max_cols,
         ops=ALL_OPS,  # backward: y and dy of a row on chip (single_read_backward.cu), each read once

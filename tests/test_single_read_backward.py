@@ -5,6 +5,7 @@ the plans (y and dy on chip: arrays=2) fill and fit, the limit is half the
 forward's, dy of another 16-byte alignment is CannotRun, auto's choice, and a
 NumPy emulation of the fixed-order cluster sum of the partial dots."""
 
+import dataclasses
 import re
 import sys
 
@@ -43,12 +44,16 @@ def _plans(dtype):
 
 
 def _builds():
+    """Every plan's build of every dtype and op; log_softmax's also with y loaded directly (the
+    plans take it for halves: single_read_backward_plan)."""
     for dtype in V.DTYPES:
         for op in V.BACKWARD_OPS:
             defines = V.kernel_defines(dtype, op)
             yield pytest.param(defines, id=f"default-{dtype}-{op}")
             for c in _plans(dtype):
-                yield pytest.param(c.defines() | defines, id=f"{c.label()}-{dtype}-{op}")
+                for y_direct in (False, True) if op == "log_softmax_backward" else (False,):
+                    c = dataclasses.replace(c, y_direct=y_direct)
+                    yield pytest.param(c.defines() | defines, id=f"{c.label()}-{dtype}-{op}")
 
 
 def _check_no_spills(log):
@@ -84,6 +89,9 @@ def _compile_error(defines):
     ({"SR_CLUSTER": 8, "SR_THREADS": 512, "SR_VPT": 13}, "register budget"),  # 8 x 13 + 32 > 128
     ({"SR_CLUSTER": 1, "SR_THREADS": 512, "SR_VPT": 10, "SOFTMAX_DTYPE": 1}, "register budget"),  # 80 + 56
     ({"SR_CLUSTER": 8, "SR_THREADS": 256, "SR_VPT": 12, "SR_STAGES": 3}, "shared memory"),
+    ({"SR_CLUSTER": 8, "SR_THREADS": 256, "SR_VPT": 12, "SR_STAGES": 5, "SRB_Y_DIRECT": 1, "SOFTMAX_LOG": 1},
+     "shared memory"),
+    ({"SRB_Y_DIRECT": 1}, "only log_softmax"),  # softmax's dot needs y
 ])
 def test_impossible_configurations_fail_to_compile(defines, message):
     log = _compile_error(defines | {"SOFTMAX_BACKWARD": 1})
@@ -127,6 +135,41 @@ def test_the_backward_limit_is_half_the_forward_and_holds_the_issue_targets():
     assert v.unsupported_reason(limit, H200, "float32", "softmax_backward") is None
     assert "at most" in v.unsupported_reason(limit + 1, H200, "float32", "softmax_backward")
     assert V.single_read_config(limit + 1, H200, 64, 4, arrays=2) is None
+
+
+def test_y_direct_plans_are_the_halves_log_softmax_in_clusters():
+    for rows in ROWS:
+        for cols in HALF_LENGTHS:
+            for dtype in V.DTYPES:
+                for op in V.BACKWARD_OPS:
+                    c = V.single_read_backward_plan(cols, H200, rows, dtype, op)
+                    if c is None:  # float32 393216: past the backward's limit
+                        assert cols > V._single_read_limit(H200, dtype, op)
+                        continue
+                    assert dataclasses.replace(c, y_direct=False) == \
+                        V.single_read_config(cols, H200, rows, V.DTYPES[dtype], arrays=2)  # the same block shape
+                    assert c.y_direct == (dtype != "float32" and op == "log_softmax_backward" and c.cluster >= 2)
+    c = V.single_read_backward_plan(151936, H200, 4096, "bfloat16", "log_softmax_backward")
+    assert c.y_direct and c.cluster == 4 and c.label().endswith("d") and c.defines()["SRB_Y_DIRECT"] == 1
+    assert c.staged_arrays == 1 and c.smem_bytes * 2 == dataclasses.replace(c, y_direct=False).smem_bytes
+    assert not V.single_read_backward_plan(32000, H200, 4096, "bfloat16", "log_softmax_backward").y_direct  # 1 block
+    with pytest.raises(ValueError, match="backward"):
+        V.ClusterConfig(4, 512, 8, 1, 1, y_direct=True)
+    v = V.get_variant("single_read")
+    with pytest.raises(V.CannotRun, match="only log_softmax"):
+        v.prepare(_shape(4, 100000, "bfloat16", "softmax_backward"), H200, config=c)
+
+
+def test_y_direct_line_shift_follows_dy_alone():
+    """y_direct's bulk copies bring dy alone: the line shift depends on dy's rows, not y's."""
+    c = V.single_read_backward_plan(128256, H200, 4096, "bfloat16", "log_softmax_backward")
+    assert c.y_direct and not c.line_shift  # 4 x 512 x 8 pairs: slices on lines
+    y_off = _shape(4096, 128256, "bfloat16", "log_softmax_backward", x_off=16, g_off=0)
+    dy_off = _shape(4096, 128256, "bfloat16", "log_softmax_backward", x_off=16, g_off=16)
+    assert not V.line_shifted(c, y_off, H200).line_shift
+    assert V.line_shifted(c, dy_off, H200).line_shift
+    staged = dataclasses.replace(c, y_direct=False)
+    assert V.line_shifted(staged, y_off, H200).line_shift
 
 
 def test_a_backward_plan_counts_vector_pairs():

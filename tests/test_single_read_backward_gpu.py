@@ -4,7 +4,8 @@ dtype and backward op: through softmax_lab.softmax_backward/log_softmax_backward
 random shapes (odd lengths, y[:, k:] and dy[:, k:] views sharing their
 16-byte alignment), y and dy at different offsets in their 128-byte lines
 (the line shift), one and 132 rows, dx misaligned by every element step,
-forced small plans, dy of another alignment (forced: ValueError; auto:
+forced small plans, y loaded directly (log_softmax: bitwise the staged
+output), dy of another alignment (forced: ValueError; auto:
 right), poisoned outputs, in place, special values against torch, bitwise
 repeatable output, more than 2^31 elements, and compute-sanitizer.  Bounds
 as tests/test_backward_gpu.py (its _error and _ok)."""
@@ -154,13 +155,13 @@ def test_halves_at_the_issue_length(dtype, op):
         assert _ok(_error(out, dy, y, dtype, op), dtype), rows
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op, y_direct", [(op, False) for op in OPS] + [("log_softmax_backward", True)])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("config", [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (4, 96, 5, 3, 1), (16, 32, 2, 1, 1)])
-def test_small_forced_plans_full_and_odd(dtype, op, config):
+def test_small_forced_plans_full_and_odd(dtype, op, y_direct, config):
     torch = _torch()
     _hopper()
-    cfg = V.ClusterConfig(*config, arrays=2)
+    cfg = V.ClusterConfig(*config, arrays=2, y_direct=y_direct)
     vec = 16 // torch.empty((), dtype=getattr(torch, dtype)).element_size()
     full = cfg.capacity_vecs * vec
     for rows, cols, k, off in ((5, full, 0, 1), (5, full - vec + 1, 1, 0), (9, vec * cfg.cluster * 7 + 1, 2, 3),
@@ -169,6 +170,33 @@ def test_small_forced_plans_full_and_odd(dtype, op, config):
         out, _ = _poisoned(torch, rows, cols, dtype, off)
         _launch(dy, y, out, op, config=cfg)
         assert _ok(_error(out, dy, y, dtype, op), dtype), (config, rows, cols, k, off)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_y_loaded_directly_gives_bitwise_the_staged_output(dtype):
+    """log_softmax backward with y loaded straight into registers (y_direct; auto's plan for
+    halves in clusters) sums dy in the same order as the staged build: bitwise the same dx, on
+    odd lengths, views, rows off 128-byte lines, dx misaligned, poisoned, one to 600 rows."""
+    torch = _torch()
+    dev = _hopper()
+    op = "log_softmax_backward"
+    rng = np.random.default_rng(zlib.crc32(f"{dtype} y_direct".encode()))
+    limit = V.get_variant("single_read").max_cols(dev, dtype, op)
+    for cols in (5000, 32001, 50257, 100003, 128256, 151936, limit):
+        rows = int(rng.choice([1, 132, 600])) if cols < 200000 else 3
+        k = int(rng.integers(0, 9))
+        dy, y = _pair(torch, rows, cols, dtype, op, k, cols + k + int(rng.integers(0, 3)) * 8,
+                      seed=cols, scale=float(rng.uniform(0.5, 20)))
+        plan = V.single_read_config(cols, dev, rows, y.element_size(), arrays=2)
+        outs = []
+        for y_direct in (False, True):
+            out, _ = _poisoned(torch, rows, cols, dtype, int(rng.integers(0, 9)))
+            _launch(dy, y, out, op, config=dataclasses.replace(plan, y_direct=y_direct))
+            outs.append(out)
+        assert _ok(_error(outs[1], dy, y, dtype, op), dtype), (rows, cols, k)
+        assert torch.equal(outs[0], outs[1]), (rows, cols, k, plan)
+        assert V.single_read_backward_plan(cols, dev, rows, dtype, op).y_direct == \
+            (dtype != "float32" and plan.cluster >= V.Y_DIRECT_MIN_CLUSTER)
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -251,24 +279,26 @@ def test_auto_picks_single_read_in_place_and_bitwise_repeatable(dtype, op):
         assert torch.equal(target, c), which
 
 
-def test_beyond_2_31_elements():
-    """bf16 y and dy of more than 2^31 elements (4.3 GB each): 64-bit row offsets."""
+@pytest.mark.parametrize("op", OPS)
+def test_beyond_2_31_elements(op):
+    """bf16 y and dy of more than 2^31 elements (4.3 GB each): 64-bit row offsets (log_softmax:
+    y loaded directly, y_direct)."""
     torch = _torch()
     _hopper()
     rows, cols = 5462, 393216
     try:
         y = torch.empty(rows, cols, device="cuda", dtype=torch.bfloat16)
         for r0 in range(0, rows, 1024):
-            y[r0 : r0 + 1024] = torch.softmax(torch.randn(min(1024, rows - r0), cols, device="cuda"), -1)
+            y[r0 : r0 + 1024] = _forward(torch, torch.randn(min(1024, rows - r0), cols, device="cuda"), op)
         dy = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
         out = torch.full_like(y, float("nan"))
     except torch.cuda.OutOfMemoryError:
         pytest.skip("not enough device memory")
-    softmax_lab.softmax_backward(dy, y, variant="single_read", out=out)
+    FUNCTIONS[op](dy, y, variant="single_read", out=out)
     torch.cuda.synchronize()
     for r0 in [0, 1, rows // 2, rows - 9, rows - 3]:
         sl = slice(r0, r0 + 3)
-        assert _ok(_error(out[sl], dy[sl], y[sl], "bfloat16", "softmax_backward"), "bfloat16"), r0
+        assert _ok(_error(out[sl], dy[sl], y[sl], "bfloat16", op), "bfloat16"), r0
     del y, dy, out
     torch.cuda.empty_cache()
 
@@ -306,8 +336,9 @@ SANITIZER_SCRIPT = textwrap.dedent(
             for cols in (1000, 20001, 100003):
                 run(dtype, op, 3, cols, 1, 3)
             for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (16, 32, 2, 1, 1)]:
-                c = V.ClusterConfig(*cfg, arrays=2)
-                run(dtype, op, 4, c.capacity_vecs * 16 // V.DTYPES[dtype] - 5, 2, 1, config=c)
+                for y_direct in (False, True) if op == "log_softmax_backward" else (False,):
+                    c = V.ClusterConfig(*cfg, arrays=2, y_direct=y_direct)
+                    run(dtype, op, 4, c.capacity_vecs * 16 // V.DTYPES[dtype] - 5, 2, 1, config=c)
     torch.cuda.synchronize()
     assert not wrong, wrong
     print("sanitized")
