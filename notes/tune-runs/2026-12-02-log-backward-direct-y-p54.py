@@ -6,35 +6,19 @@ stage: half the shared memory, so two stages (the next row's dy in flight during
 blocks per SM.  Candidates (cluster x threads x vpt x stages x blocks per SM; b: y and dy, s: line shift):
 "auto" as committed; "dN.P" the plan's block with SRB_Y_DIRECT, N stages, y loaded with policy P (0 plain,
 1 evict-first, 2 evict-last); "eN.P" the same at other block shapes.  Times ÷ torch.add(y, dy, out=dx),
-median of 9 (2nd-8th); every output checked against float64 first.
+median of 9 (2nd-8th); every output checked against float64 first.  (The run had p40's timing harness
+copied in; it is imported from p40 since, the same code.)
 PYTHONPATH=. python3 notes/tune-runs/2026-12-02-log-backward-direct-y-p54.py
 """
 import dataclasses
-import sys
+import runpy
 from concurrent.futures import ThreadPoolExecutor
 import torch, cupy as cp
-import softmax_lab
 from softmax_lab import loader
 from softmax_lab.device import max_active_clusters
-V = sys.modules["softmax_lab.variants"]
-dev = softmax_lab.device_info()
-S = cp.cuda.Stream.null
-TD = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-L2 = 60 * 2**20
 
-
-def tm(call, nsets, reps=9):
-    k = max(6, nsets)
-    for i in range(k): call(i % nsets)
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for i in range(k): call(i % nsets)
-        b.record(); b.synchronize()
-        out.append(a.elapsed_time(b) / k)
-    out.sort()
-    return out[reps // 2], out[1], out[-2]
+p40 = runpy.run_path("notes/tune-runs/2026-12-02-short-halves-p40.py", run_name="p40")  # its harness: tm, dev, ...
+tm, V, dev, S, TD, L2 = (p40[k] for k in ("tm", "V", "dev", "S", "TD", "L2"))
 
 
 def direct_defines(sh, q, policy):
