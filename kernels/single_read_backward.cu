@@ -31,8 +31,8 @@
 // read with plain loads by block 0.
 // Traffic: 2 reads + 1 write.  Launch: as single_read (a persistent 1-D grid
 // of resident clusters, cluster g takes rows g, g + G, ...).  Dynamic shared
-// memory: SR_STAGES * 2 * SR_STAGE_VECS * 16 bytes (SRB_Y_DIRECT: 1, not 2).  A row fits when
-// ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT.
+// memory: SR_STAGES * 2 * SR_STAGE_VECS * 16 bytes (SRB_Y_DIRECT: 1, not 2).
+// A row fits when ceil(vecs / SR_CLUSTER) <= SR_THREADS * SR_VPT.
 #define SR_HELPERS_ONLY 1
 #include "single_read.cu"
 
