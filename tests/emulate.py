@@ -35,6 +35,11 @@ def exp_elem(x, base, shift=0.0):
     return np.where(y < F32(2.0**-126), F32(0), y).astype(F32)
 
 
+def exp_elem_of_difference(shift=0.0):
+    """exp_elem as the emulations' `exp` arguments take it: a function of d = x - base."""
+    return lambda d: exp_elem(d, F32(0), shift)
+
+
 # elements.cuh EXP_SHIFT of softmax by exp_elem: bfloat16's, and float32's where built with FLOAT_EXP_FTZ
 # (cluster_row); float16's and log_softmax's 0
 EXP_SHIFT = {"bfloat16": 8.0, "float32": 24.0}
@@ -213,7 +218,7 @@ def multi_block_l2(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax", exp_
     chunk_vecs = threads * vpt
     chunks = max(1, -(-len(body) // chunk_vecs))
     shift = exp_shift if op == "softmax" else 0.0
-    knobs = dict(exp=lambda d: exp_elem(d, F32(0), shift), scalar_term=2.0**shift) if vec == 8 else {}
+    knobs = dict(exp=exp_elem_of_difference(shift), scalar_term=2.0**shift) if vec == 8 else {}
     slots = [block_merge(*max_then_sum_threads(body[c * chunk_vecs : (c + 1) * chunk_vecs],
                                                scalars if c == 0 else scalars[:0], threads, **knobs))
              for c in range(chunks)]
@@ -329,7 +334,7 @@ def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", sli
     per_block = slice_vecs or -(-len(body) // cluster)
     head, _ = row_span(len(row), misalign, vec)
     out = np.empty_like(row)
-    exp = exp_approx if exp_shift is None else (lambda d: exp_elem(d, F32(0), exp_shift))
+    exp = exp_approx if exp_shift is None else exp_elem_of_difference(exp_shift)
     split_scale = (exp_shift or 0) > 8 if split_scale is None else split_scale
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, per_block, exp)
@@ -363,7 +368,7 @@ def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", exp
         return cluster_row_half_softmax(row, misalign, threads, cluster, exp_shift or 0.0)
     body, scalars = split(row, misalign, vec)
     per_block = -(-len(body) // cluster)
-    exp = (lambda d: exp_elem(d, F32(0))) if vec == 8 else exp_approx
+    exp = exp_elem_of_difference() if vec == 8 else exp_approx
     blocks = [block_merge(*max_then_sum_threads(body[min(rank * per_block, len(body)):][:per_block],
                                                 scalars if rank == 0 else scalars[:0], threads, exp))
               for rank in range(cluster)]
@@ -380,7 +385,7 @@ def cluster_row_half_softmax(row, misalign, threads, cluster, shift):
     head, _ = row_span(len(row), misalign, 8)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, -(-len(body) // cluster),
-                                                    lambda d: exp_elem(d, F32(0), shift))
+                                                    exp_elem_of_difference(shift))
         out = (exp_elem(row, total_m, shift) * (F32(1) / total_s)).astype(F32)
         _, m0, _, e0 = blocks[0]
         put_scalars(out, (e0 * (exp_approx(m0 - total_m) * (F32(1) / total_s))).astype(F32), head, len(scalars))
