@@ -6,10 +6,12 @@ and "mbs:T.V.S.B.L.K" (threads, vectors per thread, slots (0: as many as fit), b
 launcher's), K 1 for evict-last bulk copies).  First a correctness pass on small forced plans (tight rings,
 odd lengths, views), every output against float64; then times ÷ torch copy_ of the same bytes, median of 9
 (2nd-8th), every output checked against torch's float32 op first.
-PYTHONPATH=. python3 notes/tune-runs/2026-12-02-held-chunks-p57.py [check|time]
+PYTHONPATH=. python3 notes/tune-runs/2026-12-02-held-chunks-p57.py [check|time|v2]
 The kernel and its launcher are not in main: `git apply notes/tune-runs/2026-12-02-held-chunks-p57.patch`
 first (kernels/multi_block_smem.cu, the variant in softmax_lab/variants.py, the schedule's emulation and
-tests).  The run's check stage had two faults of this file, fixed since: its repeatability check compared
+tests).  Stage v2 is for ...-p57-v2.patch in its place (the same, with thread 0 filling each slot as its
+write ends, without the block's barriers; the default block 448 x 8 x 4): written after the run, not yet
+measured.  The run's check stage had two faults of this file, fixed since: its repeatability check compared
 against a contiguous copy of a strided output, and its tolerances had no floor for outputs that round to
 subnormal or zero halves (float16 5 x 100003 got 0 where float64 gives 2.6e-9).
 """
@@ -126,3 +128,9 @@ if __name__ == "__main__":
         run(32, 1048576, "float32", "softmax", cands)
         run(4096, 393217, "float32", "softmax", cands[:3])
         run(128, 4194304, "bfloat16", "softmax", cands[:3])
+    if stage == "v2":  # with ...-p57-v2.patch applied (fills without the block's barriers): not yet run
+        cands = ("auto", "multi_block_l2", "mbs:448.8.4.1.-1.0", "mbs:448.8.4.1.4.0", "mbs:512.8.3.1.-1.0",
+                 "mbs:512.12.2.1.-1.0", "mbs:256.8.0.2.-1.0")
+        for r, c, d in ((256, 4194304, "float32"), (32, 4194304, "float32"), (1024, 1048576, "float32"),
+                        (132, 1048576, "float32"), (128, 4194304, "bfloat16")):
+            run(r, c, d, "softmax", cands)
