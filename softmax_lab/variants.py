@@ -285,6 +285,94 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
     return launch
 
 
+# multi_block_smem: multi_block's chunks held in shared memory from their read
+# to their write, in one persistent launch of resident blocks that take chunks
+# in ticket order (kernels/multi_block_smem.cu): each block a ring of `slots`
+# chunks of threads x vpt 16-byte vectors, filled by bulk copies; a chunk is
+# written once `lag` later chunks are reduced and its row is complete.  The
+# resident blocks must hold a row's chunks (grid x slots >= chunks), which
+# sets the longest row: on the H200, 132 x 4 x 56 KB, 29.6 MB.
+# The block shape (notes/TUNING.md, "Long rows held in shared memory"): two
+# blocks per SM of MBS_PAIR_THREADS x MBS_VPT vectors where their slots hold
+# MBS_PAIR_MIN_ROWS rows or more (while one block reduces or waits for its
+# row, the other's chunks move); else one block per SM of MBS_THREADS, whose
+# larger chunks leave more of shared memory to the row (float32 4M columns:
+# 1.43-1.46 x copy against the pair's 1.63-1.66; 2M: 1.37 against 1.27).
+MBS_THREADS, MBS_PAIR_THREADS, MBS_VPT = 448, 256, 8
+MBS_PAIR_MIN_ROWS = 2
+MBS_STATIC_SMEM = 512  # the kernel's own shared memory (mbarriers, slot records, scratch): 448 bytes at sm_90
+
+
+def multi_block_smem_slots(dev: DeviceInfo, threads: int, vpt: int, blocks_per_sm: int) -> int:
+    """Chunks of threads x vpt vectors (plus a line, for the line shift) a block holds in shared memory."""
+    budget = min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // blocks_per_sm) - 1024 - MBS_STATIC_SMEM
+    return budget // ((threads * vpt + 8) * VECTOR_BYTES)
+
+
+def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo) -> tuple[int, int, int]:
+    """(threads, vectors per thread, blocks per SM) for rows of `cols` elements of `itemsize` bytes."""
+    vecs = _row_vecs(cols, itemsize)
+    pair_slots = dev.sm_count * 2 * multi_block_smem_slots(dev, MBS_PAIR_THREADS, MBS_VPT, 2)
+    if pair_slots >= MBS_PAIR_MIN_ROWS * -(-vecs // (MBS_PAIR_THREADS * MBS_VPT)):
+        return MBS_PAIR_THREADS, MBS_VPT, 2
+    return MBS_THREADS, MBS_VPT, 1
+
+
+def multi_block_smem_defines(dtype: str, op: str, threads: int, vpt: int, blocks_per_sm: int, slots: int) -> dict:
+    """The build of multi_block_smem.cu for one block shape and ring."""
+    return kernel_defines(dtype, op) | {"MBS_THREADS": threads, "MBS_VPT": vpt, "MBS_SLOTS": slots,
+                                        "MBS_BLOCKS_PER_SM": blocks_per_sm}
+
+
+def _multi_block_smem_max_cols(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
+    """The longest row whose chunks the resident blocks (one per SM) hold at once."""
+    chunk_elems = MBS_THREADS * MBS_VPT * VECTOR_BYTES // DTYPES[dtype]
+    return dev.sm_count * multi_block_smem_slots(dev, MBS_THREADS, MBS_VPT, 1) * chunk_elems
+
+
+def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None = None, vpt: int | None = None,
+                              slots: int | None = None, blocks_per_sm: int | None = None, lag: int | None = None,
+                              grid: int | None = None) -> Launcher:
+    """The launch; the keywords force a block shape, ring, lag or grid (probes and tests)."""
+    rule = multi_block_smem_block(shape.cols, shape.itemsize, dev)
+    threads, vpt, blocks_per_sm = threads or rule[0], vpt or rule[1], blocks_per_sm or rule[2]
+    slots = slots or multi_block_smem_slots(dev, threads, vpt, blocks_per_sm)
+    if slots < 2:
+        raise CannotRun(f"variant 'multi_block_smem': {dev.name} cannot hold two chunks of {threads} x {vpt} "
+                        f"vectors in a block's shared memory at {blocks_per_sm} blocks per SM")
+    defines = multi_block_smem_defines(shape.dtype, shape.op, threads, vpt, blocks_per_sm, slots)
+    smem = slots * (threads * vpt + 8) * VECTOR_BYTES
+    try:
+        kernel = loader.get_kernel("multi_block_smem.cu", "multi_block_smem", defines, device_id=dev.id)
+        kernel.max_dynamic_shared_size_bytes = smem
+        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, smem)
+    except DEVICE_REFUSALS as e:
+        raise CannotRun(f"variant 'multi_block_smem': {dev.name} cannot run {slots} slots of "
+                        f"{threads} x {vpt} vectors: {e}") from e
+    chunks = max(1, -(-_row_vecs(shape.cols, shape.itemsize) // (threads * vpt)))
+    items = shape.rows * chunks
+    resident = per_sm * dev.sm_count if grid is None else min(grid, per_sm * dev.sm_count)
+    grid = min(resident, items)
+    if min(resident, chunks) * slots < chunks:  # the kernel's progress condition
+        raise CannotRun(f"variant 'multi_block_smem': {resident} resident blocks of {slots} slots "
+                        f"cannot hold a row of {chunks} chunks on {dev.name}")
+    lag = np.int32(lag if lag is not None else min(slots - 1, -(-chunks // grid) + 1))
+    function, n_chunks, scalars = kernel.kernel, np.int64(chunks), shape.scalars()
+
+    def launch(x: int, y: int, stream) -> None:
+        with stream:
+            slot_words = cupy.empty(items, dtype=cupy.uint64)
+            tickets = cupy.zeros(1, dtype=cupy.uint64)
+        cupy.cuda.runtime.memsetAsync(slot_words.data.ptr, 0xBF, slot_words.nbytes, stream.ptr)
+        # Cooperative: the driver starts the grid only with every block resident, so that blocks of
+        # this launch waiting for a row never hold the SMs its other blocks need (another launch of
+        # it on another stream, say; a plain launch could leave each with too few blocks: a hang).
+        function((grid,), (threads,), (_ptr(x), _ptr(y), *scalars, n_chunks, lag, slot_words, tickets),
+                 stream=stream, shared_mem=smem, enable_cooperative_groups=True)
+
+    return launch
+
+
 # ---------------------------------------------------------------- single read
 # single_read's launch plan is derived, not tabulated.  The kernel keeps a row
 # on chip: the row's 16-byte vectors are split over a cluster of `cluster`
@@ -735,6 +823,18 @@ MEMORY_MERGE_ROUND_VECS = 4700
 MEMORY_MERGE_MIN_SLICE = 10000  # vectors a block holds (512 threads of 20 or more)
 MEMORY_MERGE_MAX_GROUP = 32
 MEMORY_MERGE_MIN_ROUNDS = 8
+# Where multi_block_smem runs the row (float32 forward), the memory-merged
+# plan goes first only in groups of at most MEMORY_MERGE_OVER_SMEM_GROUP
+# blocks (a cluster's size) and from MEMORY_MERGE_OVER_SMEM_ROUNDS rounds.
+# H200, 2026-12-02 (notes/tune-runs/2026-12-02-held-chunks-p58.txt, the
+# sweep's timing, float32 softmax ÷ copy, multi_block_smem against the
+# memory-merged plan): groups of 22 (1048576 columns) 1.15 against 1.27 at
+# 132 rows, 1.13-1.14 against 1.18-1.21 at 256-1024; groups of 10-11
+# (393217-500000 columns) at 2048 rows (155-171 rounds) 1.16-1.17 against
+# 1.12-1.13 and 1300 rows (108) 1.18 against 1.13; 132 x 600001 (groups of
+# 13, 10 rounds) 1.20 against 1.33.
+MEMORY_MERGE_OVER_SMEM_GROUP = 16
+MEMORY_MERGE_OVER_SMEM_ROUNDS = 64
 # ptxas (NVRTC 12.9) spilled 8 bytes in the float32 build at 22 and 23 vectors
 # per thread (512 and 256 threads), none at 24: those plans take 24.
 MEMORY_MERGE_FLOAT_SPILLING_VPT = (22, 23)
@@ -769,9 +869,13 @@ def memory_merge_pays(config: ClusterConfig, rows: int, dev: DeviceInfo) -> bool
     """Whether auto takes a memory-merged plan: slices of MEMORY_MERGE_MIN_SLICE vectors
     or more, groups of at most MEMORY_MERGE_MAX_GROUP blocks, and MEMORY_MERGE_MIN_ROUNDS
     rounds of resident groups or more."""
-    groups = dev.sm_count * config.blocks_per_sm // config.cluster
     return config.threads * config.vpt >= MEMORY_MERGE_MIN_SLICE and config.cluster <= MEMORY_MERGE_MAX_GROUP and \
-        -(-rows // groups) >= MEMORY_MERGE_MIN_ROUNDS
+        memory_merge_rounds(config, rows, dev) >= MEMORY_MERGE_MIN_ROUNDS
+
+
+def memory_merge_rounds(config: ClusterConfig, rows: int, dev: DeviceInfo) -> int:
+    """Rounds of resident groups a memory-merged plan takes for `rows` rows."""
+    return -(-rows // (dev.sm_count * config.blocks_per_sm // config.cluster))
 
 
 def memory_merge_slice(config: ClusterConfig, shape: Shape) -> int:
@@ -1462,6 +1566,22 @@ _ALL = (
         ops=ALL_OPS,  # backward: per-chunk partial dots, then dx after the second read of y and dy
     ),
     Variant(
+        name="multi_block_smem",
+        source="multi_block_smem.cu",
+        entries=("multi_block_smem",),
+        reads=1, writes=1, min_compute_capability=90,
+        summary=("a row split over blocks in one persistent launch, each chunk held in shared memory from its "
+                 "read to its write: rows up to the whole GPU's shared memory, read once"),
+        launch_rule=(f"resident blocks taking chunks of threads x {MBS_VPT} vectors in ticket order into a ring of as "
+                     "many slots as shared memory holds (bulk copies); two blocks per SM of "
+                     f"{MBS_PAIR_THREADS} threads where their slots hold {MBS_PAIR_MIN_ROWS} rows, else one of "
+                     f"{MBS_THREADS}; a chunk written once its row is complete (multi_block_smem_block)"),
+        prepare_launch=_prepare_multi_block_smem,
+        max_cols=_multi_block_smem_max_cols,
+        ops=OPS,
+        no_backward="its chunks hold one array; the backward's long rows go to multi_block_l2",
+    ),
+    Variant(
         name="single_read",
         source="single_read.cu",
         entries=("single_read", "single_read_warp"),
@@ -1561,7 +1681,7 @@ AUTO_RULES = {
     4: ((16384, ("three_pass",)),
         (262144, ("single_read", "two_pass")),
         (SINGLE_READ_FLOAT_ROW_BYTES, ("single_read", "multi_block_l2")),
-        (math.inf, ("multi_block_l2", "multi_block"))),
+        (math.inf, ("multi_block_smem", "multi_block_l2", "multi_block"))),
     2: ((16384, ("three_pass",)),
         (786432, ("single_read", "two_pass")),
         (math.inf, ("single_read", "multi_block_l2", "multi_block"))),
@@ -1784,6 +1904,9 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     merged = _memory_merged_plan(shape, dev)
     if merged is not None:  # single_read first where its memory-merged plan pays, else not at all
         pays = memory_merge_pays(merged, shape.rows, dev)
+        if "multi_block_smem" in names:  # ahead of it in small groups and many rounds only
+            pays = pays and merged.cluster <= MEMORY_MERGE_OVER_SMEM_GROUP and \
+                memory_merge_rounds(merged, shape.rows, dev) >= MEMORY_MERGE_OVER_SMEM_ROUNDS
         names = ("single_read",) * pays + tuple(n for n in names if n != "single_read")
     names = names + tuple(n for n in FALLBACKS if n not in names)
     return tuple(_REGISTRY[n] for n in names

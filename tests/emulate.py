@@ -286,6 +286,72 @@ def multi_block_l2_schedule(rows, chunks, lag, grid, rng):
     return done, counter
 
 
+def multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng):
+    """Runs multi_block_smem.cu's loop with `grid` blocks advancing in a random
+    order, each a step of its loop at a time: fill the free slots (tickets in
+    order; thread 0's ticket taken ahead as a write begins), reduce the next
+    loaded chunk, or write the oldest once its row's chunks are all reduced
+    (else reduce, else wait).  Returns the items in the order written; raises
+    RuntimeError if every unfinished block waits (a deadlock)."""
+    items, counter = rows * chunks, 0
+    lag = max(lag, 1)
+
+    def take():
+        nonlocal counter
+        counter += 1
+        return counter - 1
+
+    blocks = [{"q": 0, "p": 0, "w": 0, "left": True, "next": None, "held": [None] * slots} for _ in range(grid)]
+    reduced, written = set(), []
+
+    def step(b):  # True: progressed; False: waits; None: finished
+        if b["left"] and b["q"] < b["w"] + slots:
+            taken = b["q"]
+            while taken < b["w"] + slots:
+                t = take() if b["next"] is None else b["next"]
+                b["next"] = None
+                if t >= items:
+                    break
+                b["held"][taken % slots] = t
+                taken += 1
+            b["left"], b["q"] = taken == b["w"] + slots, taken
+            return True
+        reduce = b["p"] < b["q"] and b["p"] - b["w"] < lag
+        if not reduce and b["w"] < b["p"]:
+            item = b["held"][b["w"] % slots]
+            row = item // chunks
+            if all(row * chunks + c in reduced for c in range(chunks)):
+                if b["left"] and b["next"] is None:
+                    b["next"] = take()
+                written.append(item)
+                b["w"] += 1
+                return True
+            reduce = b["p"] < b["q"]
+            if not reduce:
+                return False
+        if reduce:
+            reduced.add(b["held"][b["p"] % slots])
+            b["p"] += 1
+            return True
+        return None
+
+    live = set(range(grid))
+    waiting = set()
+    while live:
+        i = sorted(live)[rng.integers(len(live))]
+        moved = step(blocks[i])
+        if moved is None:
+            live.discard(i)
+            waiting.discard(i)
+        elif moved:
+            waiting.clear()
+        else:
+            waiting.add(i)
+            if waiting == live:
+                raise RuntimeError(f"deadlock: every block waits, holding {[b['held'] for b in blocks]}")
+    return written
+
+
 def _in_place_only(op):
     if op != "softmax":
         raise ValueError(f"the in-place emulation is of softmax (float32, or halves built wide); got {op}")

@@ -27,7 +27,7 @@ def test_not_a_gpu_array_is_a_type_error(bad):
 
 
 def test_unknown_variant_lists_the_known_ones():
-    with pytest.raises(ValueError, match="known: 'auto', 'three_pass', 'two_pass', 'multi_block', 'multi_block_l2', 'single_read'"):
+    with pytest.raises(ValueError, match="known: 'auto', 'three_pass', 'two_pass', 'multi_block', 'multi_block_l2', 'multi_block_smem', 'single_read'"):
         softmax_lab.softmax(FakeGpuArray((2, 3)), variant="fastest")
 
 
@@ -382,6 +382,6 @@ SANITIZER_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tool, names", [("memcheck", VARIANTS), ("racecheck", ["single_read", "multi_block", "multi_block_l2", "cluster_row"]), ("synccheck", ["single_read", "multi_block_l2", "cluster_row"])])
+@pytest.mark.parametrize("tool, names", [("memcheck", VARIANTS), ("racecheck", ["single_read", "multi_block", "multi_block_l2", "multi_block_smem", "cluster_row"]), ("synccheck", ["single_read", "multi_block_l2", "multi_block_smem", "cluster_row"])])
 def test_compute_sanitizer(tool, names, tmp_path):
     run_sanitized(tool, SANITIZER_SCRIPT.format(names=names), tmp_path)

@@ -15,7 +15,7 @@ from softmax_lab.reference import log_softmax_reference, op_error, softmax_refer
 
 pytestmark = pytest.mark.gpu
 
-ROW_VARIANTS = ["three_pass", "two_pass", "multi_block", "multi_block_l2", "cluster_row", "auto"]
+ROW_VARIANTS = ["three_pass", "two_pass", "multi_block", "multi_block_l2", "multi_block_smem", "cluster_row", "auto"]
 DTYPES = ["float32", "float16", "bfloat16"]
 OPS = ["softmax", "log_softmax"]
 FUNCTIONS = {"softmax": softmax_lab.softmax, "log_softmax": softmax_lab.log_softmax}

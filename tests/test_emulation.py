@@ -396,3 +396,26 @@ def test_multi_block_l2_schedule_detects_a_deadlock(monkeypatch):
     monkeypatch.setattr(emulate, "multi_block_l2_lag", lambda lag, chunks: lag)
     with pytest.raises(RuntimeError, match="deadlock"):
         emulate.multi_block_l2_schedule(3, 5, 0, 1, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("rows, chunks, slots, grid", [(1, 1, 2, 1), (3, 5, 2, 3), (7, 12, 3, 4), (2, 40, 5, 8),
+                                                       (5, 30, 7, 33)])
+def test_multi_block_smem_schedule_writes_every_chunk_once_without_deadlock(rows, chunks, slots, grid):
+    """multi_block_smem.cu's loop with blocks advancing in random orders: where the
+    blocks hold a row's chunks (grid x slots >= chunks), every chunk is written
+    once, whatever the lag."""
+    from emulate import multi_block_smem_schedule
+
+    rng = np.random.default_rng(rows * 1000 + chunks * 10 + grid)
+    for lag in (0, 1, slots - 1, slots + 1):
+        for _ in range(20):
+            assert sorted(multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng)) == list(range(rows * chunks))
+
+
+def test_multi_block_smem_schedule_deadlocks_where_the_blocks_cannot_hold_a_row():
+    """The check is real: with fewer slots than a row's chunks every block ends up
+    full, waiting for a row that cannot complete."""
+    from emulate import multi_block_smem_schedule
+
+    with pytest.raises(RuntimeError, match="deadlock"):
+        multi_block_smem_schedule(2, 7, 2, 1, 3, np.random.default_rng(0))

@@ -56,7 +56,7 @@ def _run(name, x, y, yb, **knobs):
     cp.cuda.get_current_stream().synchronize()
 
 
-@pytest.mark.parametrize("name", ["cluster_row", "single_read", "multi_block_l2", "auto"])
+@pytest.mark.parametrize("name", ["cluster_row", "single_read", "multi_block_l2", "multi_block_smem", "auto"])
 @pytest.mark.parametrize("rows, cols", [(3, 4099), (2, 65536), (2, 151937), (140, 20003)])
 def test_float_outputs_far_below_the_max_keep_their_precision(name, rows, cols):
     """Rows whose threads' maxima spread over [-90, 0] (tests/emulate.py lane_spread_row): every

@@ -211,7 +211,7 @@ def test_special_values_follow_torch(dtype, op, cols):
     assert _ok(_error(out, x, dtype, op), dtype)
 
 
-@pytest.mark.parametrize("variant", ["single_read", "cluster_row", "multi_block_l2"])
+@pytest.mark.parametrize("variant", ["single_read", "cluster_row", "multi_block_l2", "multi_block_smem"])
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", [1000, 70001, 151936, 393216])

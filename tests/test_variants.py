@@ -21,7 +21,8 @@ HEADLINE = (4096, 393216)
 
 
 def test_registry_order_and_names():
-    assert list(softmax_lab.variants()) == ["three_pass", "two_pass", "multi_block", "multi_block_l2", "single_read",
+    assert list(softmax_lab.variants()) == ["three_pass", "two_pass", "multi_block", "multi_block_l2", "multi_block_smem",
+                                           "single_read",
                                            "cluster_row", "long_row"]
     for name, v in softmax_lab.variants().items():
         assert v.name == name and v.source.endswith(".cu") and v.entries and v.summary and v.launch_rule
@@ -222,8 +223,11 @@ def test_single_read_holds_longer_forward_rows_than_a_cluster():
 
 
 @pytest.mark.parametrize("rows, cols, first", [
-    (4096, 500000, "single_read"), (256, 1 << 20, "single_read"), (32, 1 << 20, "multi_block_l2"),
-    (128, 1 << 22, "multi_block_l2"), (64, 600000, "multi_block_l2"), (4096, 393216, "single_read"),
+    (4096, 500000, "single_read"), (1024, 1 << 20, "multi_block_smem"), (32, 1 << 20, "multi_block_smem"),
+    (128, 1 << 22, "multi_block_smem"), (64, 600000, "multi_block_smem"), (4096, 393216, "single_read"),
+    (1300, 500000, "single_read"),  # groups of 11, 109 rounds
+    (396, 600000, "multi_block_smem"),  # groups of 13, 40 rounds: below MEMORY_MERGE_OVER_SMEM_ROUNDS
+    (1024, 600000, "single_read"),  # 103 rounds
 ])
 def test_auto_takes_memory_merged_groups_where_they_pay(rows, cols, first):
     shape = V.Shape(rows, cols, cols, cols)
@@ -277,13 +281,28 @@ def test_auto_never_fails_to_offer_a_variant():
     (151936, "single_read", "multi_block_l2"),  # clusters of 16 at 4096 rows: 18 MiB per SM
     (393216, "single_read", "multi_block_l2"),
     (393217, "single_read", "multi_block_l2"),  # a memory-merged group of 10 in place of a cluster of 16
-    (786433, "multi_block_l2", "multi_block_l2"),  # the group's slices are too short to pay (memory_merge_pays)
-    (1 << 20, "single_read", "multi_block_l2"),  # groups of 22 blocks; long_row measured slower (runs 5-6)
-    (1 << 22, "multi_block_l2", "multi_block_l2"),  # groups of 132 blocks do not pay
+    (786433, "multi_block_smem", "multi_block_l2"),  # the group's slices are too short to pay (memory_merge_pays)
+    (1 << 20, "multi_block_smem", "multi_block_l2"),  # groups of 22 blocks, larger than a cluster
+    (1 << 22, "multi_block_smem", "multi_block_l2"),  # groups of 132 blocks do not pay; chunks held (sm_90)
+    (1 << 23, "multi_block_l2", "multi_block_l2"),  # longer than the GPU's shared memory holds
 ])
 def test_auto_rules(cols, on_h200, on_a100):
     assert choose(4096, cols, H200).name == on_h200
     assert choose(4096, cols, A100).name == on_a100
+
+
+def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
+    assert V.multi_block_smem_slots(H200, 448, 8, 1) == 4 and V.multi_block_smem_slots(H200, 256, 8, 2) == 3
+    assert V.multi_block_smem_block(1 << 20, 4, H200) == (256, 8, 2)  # 4 MB rows: 792 slots of 32 KB hold 6
+    assert V.multi_block_smem_block(1 << 21, 4, H200) == (256, 8, 2)  # 8 MB: 3
+    assert V.multi_block_smem_block(1 << 22, 4, H200) == (448, 8, 1)  # 16 MB: 1.5 in pairs, 1.8 alone
+    assert V.multi_block_smem_block(1 << 22, 2, H200) == (256, 8, 2)  # the element size counts
+    mbs = get_variant("multi_block_smem")
+    assert mbs.max_cols(H200) == 132 * 4 * 448 * 8 * 4 and mbs.max_cols(H200, "bfloat16") == 2 * mbs.max_cols(H200)
+    assert mbs.unsupported_reason(1 << 20, H200) is None
+    assert mbs.unsupported_reason(mbs.max_cols(H200) + 1, H200)
+    assert mbs.unsupported_reason(1 << 20, A100)  # bulk copies: sm_90
+    assert mbs.unsupported_reason(1 << 20, H200, "float32", "softmax_backward")
 
 
 def test_float32_clusters_of_8_below_four_blocks_per_sm_go_to_cluster_row_by_input_bytes():
@@ -393,7 +412,7 @@ def test_cluster_row_has_no_plan_before_hopper():
     (132, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks too
     (264, 393216, "float32", "softmax", "cluster_row"),
     (265, 393216, "float32", "softmax", "single_read"),
-    (32, 425984, "float32", "softmax", "multi_block_l2"),  # 512-thread blocks: not first
+    (32, 425984, "float32", "softmax", "multi_block_smem"),  # 512-thread blocks: not first
     (132, 262144, "float32", "softmax", "cluster_row"),  # 384-thread blocks (step 3b)
     (132, 300001, "float32", "softmax", "cluster_row"),
     (132, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: up to a row per SM

@@ -1,0 +1,183 @@
+"""multi_block_smem on the GPU: rows split over resident blocks, each chunk held
+in shared memory from its read to its write.  Forced tight rings (the resident
+blocks' slots hold exactly a row's chunks, the kernel's progress condition),
+odd lengths, rows of one element, every dtype and forward op, x and y at every
+alignment, -inf/NaN rows, NaN-poisoned outputs, both block shapes of the
+launch rule on long rows, bitwise repeatability over grids, more than 2^31
+elements and compute-sanitizer.  Halves within 1 ulp of the dtype against
+float64, float32 within 1e-6 relative (tests/test_single_read_dtypes_gpu.py).
+Skipped without a GPU (conftest.py)."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from sanitizer import run_sanitized
+from test_single_read_dtypes_gpu import _error, _hopper, _input, _launch, _ok, _poisoned_out, _torch
+
+import softmax_lab
+import softmax_lab.variants  # noqa: F401
+
+V = sys.modules["softmax_lab.variants"]
+pytestmark = pytest.mark.gpu
+
+DTYPES = ["float32", "float16", "bfloat16"]
+OPS = ["softmax", "log_softmax"]
+# (threads, vectors per thread, slots, blocks per SM, lag, grid): grid x slots = a row's chunks for
+# the first three rows below (chunks of threads x vpt vectors), a lag of 1 and of every slot
+TIGHT_RINGS = [(64, 1, 2, 1, 1, 3), (64, 1, 3, 1, 2, 2), (32, 1, 5, 1, 4, 6), (96, 2, 2, 2, 1, 5)]
+
+
+def _special(torch, x):
+    rows, cols = x.shape
+    if cols > 2:
+        x[1 % rows, : cols // 2] = float("-inf")
+        x[2 % rows] = float("-inf")
+    if rows > 3 and cols > 2:
+        x[3, cols // 3] = float("nan")
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ring", TIGHT_RINGS)
+@pytest.mark.parametrize("x_off, y_off", [(0, 0), (1, 2), (3, 7)])
+def test_tight_rings_odd_lengths_and_special_values(dtype, op, ring, x_off, y_off):
+    torch = _torch()
+    _hopper()
+    threads, vpt, slots, per_sm, lag, grid = ring
+    chunk = threads * vpt * 16 // V.DTYPES[dtype]  # elements
+    for rows, cols in ((6, grid * slots * chunk - 3), (9, grid * slots * chunk - chunk // 2 + 1), (5, 1031),
+                       (3, 1), (4, 7)):
+        x = _input(torch, rows, cols, dtype, x_off, seed=cols + x_off)
+        _special(torch, x)
+        y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
+        _launch(x, y, op, variant="multi_block_smem", threads=threads, vpt=vpt, slots=slots, blocks_per_sm=per_sm,
+                lag=lag, grid=grid)
+        assert _ok(_error(y, x, dtype, op), dtype), (ring, rows, cols)
+        assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
+
+
+def test_a_ring_too_small_for_a_row_is_cannot_run():
+    torch = _torch()
+    _hopper()
+    x = _input(torch, 2, 64 * 4 * 7, "float32")
+    y, _ = _poisoned_out(torch, 2, 64 * 4 * 7, "float32")
+    with pytest.raises(V.CannotRun, match="cannot hold a row"):  # 3 blocks x 2 slots < 7 chunks
+        _launch(x, y, "softmax", variant="multi_block_smem", threads=64, vpt=1, slots=2, grid=3)
+
+
+@pytest.mark.parametrize("dtype, op, rows, cols, x_off, y_off", [
+    ("float32", "softmax", 3, (1 << 22) + 5, 1, 3),  # one block of 448 threads per SM (16 MB rows)
+    ("float32", "log_softmax", 2, 7_000_001, 0, 1),  # near the longest row the slots hold
+    ("float32", "softmax", 17, 1_048_579, 3, 0),  # two blocks of 256 per SM
+    ("float32", "log_softmax", 40, 600_001, 2, 2),
+    ("bfloat16", "softmax", 5, 1 << 23, 0, 0),  # 16 MB rows of halves
+    ("float16", "log_softmax", 9, 2_097_155, 5, 3),
+])
+def test_long_rows_by_the_launch_rule(dtype, op, rows, cols, x_off, y_off):
+    torch = _torch()
+    dev = _hopper()
+    x = _input(torch, rows, cols, dtype, x_off, seed=cols)
+    _special(torch, x)
+    y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
+    _launch(x, y, op, variant="multi_block_smem")
+    theirs = getattr(torch, op)(x.float(), dim=-1)
+    assert bool((torch.isnan(y) == torch.isnan(theirs)).all()) and bool((torch.isneginf(y) == torch.isneginf(theirs)).all())
+    for r in range(rows):
+        assert _ok(_error(y[r : r + 1], x[r : r + 1], dtype, op), dtype), (V.multi_block_smem_block(cols, x.element_size(), dev), r)
+    assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bitwise_the_same_whichever_block_holds_which_chunk(dtype):
+    """The row's (max, sum) is merged in chunk order, so grids of different sizes (and runs)
+    give the same bits."""
+    torch = _torch()
+    _hopper()
+    x = _input(torch, 24, 300_017, dtype, 1, seed=3)
+    outs = []
+    for grid in (None, 40, 13):  # 13 x 3 slots hold the 37 chunks of a float32 row
+        y, _ = _poisoned_out(torch, 24, 300_017, dtype)
+        _launch(x, y, "softmax", variant="multi_block_smem", grid=grid)
+        outs.append(y)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+@pytest.mark.parametrize("dtype, rows, cols", [("float32", 520, 1 << 22), ("bfloat16", 1040, 1 << 21)])
+def test_above_2_to_the_31_elements(dtype, rows, cols):  # 2.2e9 elements
+    torch = _torch()
+    _hopper()
+    try:
+        x = _input(torch, rows, cols, dtype, seed=5)
+        y, _ = _poisoned_out(torch, rows, cols, dtype)
+    except torch.cuda.OutOfMemoryError:
+        pytest.skip("not enough device memory")
+    _launch(x, y, "softmax", variant="multi_block_smem")
+    for r in (0, 1, rows // 2, rows - 2, rows - 1):
+        assert _ok(_error(y[r : r + 1], x[r : r + 1], dtype, "softmax"), dtype), r
+    assert not bool(torch.isnan(y[-1]).any())  # the last row written
+    del x, y
+    torch.cuda.empty_cache()
+
+
+CONCURRENT_SCRIPT = textwrap.dedent(
+    """
+    import cupy as cp, softmax_lab
+    from softmax_lab.reference import relative_error, softmax_reference
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(3)]
+    xs = [cp.random.default_rng(i).standard_normal((6, (1 << 22) + i), dtype=cp.float32) for i in range(3)]
+    ys = [cp.full_like(x, cp.nan) for x in xs]
+    for _ in range(20):
+        for stream, x, y in zip(streams, xs, ys):
+            with stream:
+                softmax_lab.softmax(x, variant="multi_block_smem", out=y)
+    cp.cuda.Device().synchronize()
+    for x, y in zip(xs, ys):
+        assert relative_error(y[::5], softmax_reference(x[::5])) < 1e-6
+    print("finished")
+    """
+)
+
+
+def test_launches_on_several_streams_finish():
+    """Rows that need more than half of the GPU's slots, on three streams at once: the launches
+    are cooperative (every block of a grid resident together), so two grids never each hold part
+    of the GPU and wait for blocks of their own that cannot start (run in a child process with a
+    timeout, so that a hang fails the test)."""
+    _hopper()
+    try:
+        done = subprocess.run([sys.executable, "-c", CONCURRENT_SCRIPT], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.fail("concurrent multi_block_smem launches did not finish in 300 s")
+    assert done.returncode == 0 and "finished" in done.stdout, done.stderr[-3000:]
+
+
+SANITIZER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import torch
+    sys.path.insert(0, "tests")
+    from test_single_read_dtypes_gpu import _error, _input, _launch, _ok, _poisoned_out
+    wrong = []
+    for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax")):
+        for rows, cols, knobs in ((5, 64 * 2 * 3 * 16 // 4 - 3, dict(threads=64, vpt=2, slots=2, lag=1, grid=3)),
+                                  (3, 40_003, dict(grid=4)),  # the launch rule's blocks, a small grid
+                                  (2, 3 * 448 * 8 * 4 + 5, dict(threads=448, vpt=8, slots=4, blocks_per_sm=1, grid=3))):
+            x = _input(torch, rows, cols, dtype, 1, seed=cols)
+            y, _ = _poisoned_out(torch, rows, cols, dtype, 2)
+            _launch(x, y, op, variant="multi_block_smem", **knobs)
+            if not _ok(_error(y, x, dtype, op), dtype):
+                wrong.append((dtype, op, rows, cols, knobs))
+    torch.cuda.synchronize()
+    assert not wrong, wrong
+    print("sanitized")
+    """
+)
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_compute_sanitizer(tool, tmp_path):
+    _torch()
+    _hopper()
+    run_sanitized(tool, SANITIZER_SCRIPT, tmp_path, timeout=1200)
