@@ -125,9 +125,10 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     lag = min(max(lag, 1), MBS_SLOTS);  // slot p is filled while p < w + MBS_SLOTS
     const unsigned long long policy = l2_evict_first();  // x is read once (evict-last measured level)
     // Thread 0 fills the slots: at the start, then each as its write ends,
-    // with no barrier of the block's: the slot's item is stored before the
-    // mbarrier's arrival (release) and read after its wait (acquire); an
-    // item of -1 (an arrival with no copy) marks the end of the tickets.
+    // with no barrier of the block's: the slot's row and chunk are stored
+    // before the mbarrier's arrival (release) and read after its wait
+    // (acquire); a row of -1 (an arrival with no copy) marks the end of the
+    // tickets.
     // The ticket is taken ahead, as a write begins (its slot is then sure to
     // be free without waiting); never while a block may wait, which would
     // hold back a chunk of the row it waits for.
