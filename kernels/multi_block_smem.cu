@@ -188,21 +188,20 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
                 raw_t raw[MBS_VPT];
 #pragma unroll
                 for (int j = 0; j < MBS_VPT; ++j) raw[j] = slot[j * MBS_THREADS];
+                // f: the output of an element of x (the scalar head and tail, read from x);
+                // held: of a held vector (e in place, or x)
 #if MBS_IN_PLACE
                 float m_t = thread_max[0];
 #pragma unroll
                 for (int i = 1; i < MBS_SLOTS; ++i) m_t = i == k ? thread_max[i] : m_t;
-                const InPlaceScale g{exp_approx(m_t - total.max), 1.f / total.sum};
-                store_held(r, raw, [&](int j) { return s.v0 + threadIdx.x + (i64)j * MBS_THREADS; }, s.v1, g);
                 const RowOutput f = row_output(total.max, total.sum);
+                const InPlaceScale held_out{exp_approx(m_t - total.max), 1.f / total.sum};
 #elif MBS_EXP_ELEM && !SOFTMAX_LOG
-                const ExpOutput f{total.max, 1.f / total.sum};  // the sums' shift cancels
+                const ExpOutput f{total.max, 1.f / total.sum}, &held_out = f;  // the sums' shift cancels
 #else
-                const RowOutput f = row_output(total.max, total.sum);
+                const RowOutput f = row_output(total.max, total.sum), &held_out = f;
 #endif
-#if !MBS_IN_PLACE
-                store_held(r, raw, [&](int j) { return s.v0 + threadIdx.x + (i64)j * MBS_THREADS; }, s.v1, f);
-#endif
+                store_held(r, raw, [&](int j) { return s.v0 + threadIdx.x + (i64)j * MBS_THREADS; }, s.v1, held_out);
                 write_span(r, 0, 0, c == 0, f);  // the scalar head and tail (chunk 0)
                 __syncthreads();  // the slot is read: free for the next bulk copy
                 if (threadIdx.x == 0) fill(w + MBS_SLOTS);
