@@ -247,6 +247,17 @@ def multi_block_l2_defines(dtype: str, op: str, compute_capability: int, threads
                                         "MBL2_BLOCKS_PER_SM": blocks_per_sm or b}
 
 
+def _slots_and_tickets(items: int, stream) -> tuple[cupy.ndarray, cupy.ndarray]:
+    """A call's scratch for the ticket-ordered launches (multi_block_l2, multi_block_smem),
+    from CuPy's pool on the call's stream: a slot word per item, marked unwritten (bytes
+    0xBF), and the ticket counter at 0."""
+    with stream:
+        slots = cupy.empty(items, dtype=cupy.uint64)
+        tickets = cupy.zeros(1, dtype=cupy.uint64)
+    cupy.cuda.runtime.memsetAsync(slots.data.ptr, 0xBF, slots.nbytes, stream.ptr)
+    return slots, tickets
+
+
 def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None = None, vpt: int | None = None,
                             blocks_per_sm: int | None = None, lag: int | None = None) -> Launcher:
     defines = multi_block_l2_defines(shape.dtype, shape.op, dev.compute_capability, threads, vpt, blocks_per_sm)
@@ -261,25 +272,16 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
     lag = np.int64(chunks + grid[0] if lag is None else lag)
     block, n_chunks, scalars = (threads,), np.int64(chunks), shape.scalars()
 
-    def scratch(stream):
-        # Per call, from CuPy's pool on this stream: the slots, marked unwritten
-        # (bytes 0xBF), and the ticket counter at 0.
-        with stream:
-            slots = cupy.empty(items, dtype=cupy.uint64)
-            tickets = cupy.zeros(1, dtype=cupy.uint64)
-        cupy.cuda.runtime.memsetAsync(slots.data.ptr, 0xBF, slots.nbytes, stream.ptr)
-        return slots, tickets
-
     if shape.backward:
         def launch_backward(x: int, y: int, stream, g: int) -> None:
-            slots, tickets = scratch(stream)
+            slots, tickets = _slots_and_tickets(items, stream)
             function(grid, block, (_ptr(x), _ptr(g), _ptr(y), *scalars, n_chunks, lag, slots, tickets),
                      stream=stream)
 
         return launch_backward
 
     def launch(x: int, y: int, stream) -> None:
-        slots, tickets = scratch(stream)
+        slots, tickets = _slots_and_tickets(items, stream)
         function(grid, block, (_ptr(x), _ptr(y), *scalars, n_chunks, lag, slots, tickets), stream=stream)
 
     return launch
@@ -303,10 +305,15 @@ MBS_PAIR_MIN_ROWS = 2
 MBS_STATIC_SMEM = 512  # the kernel's own shared memory (mbarriers, slot records, scratch): 448 bytes at sm_90
 
 
+def _multi_block_smem_slot_bytes(threads: int, vpt: int) -> int:
+    """A slot: a chunk of threads x vpt vectors plus a line (the kernel's MBS_SLOT_VECS: the line shift)."""
+    return (threads * vpt + LINE_VECS) * VECTOR_BYTES
+
+
 def multi_block_smem_slots(dev: DeviceInfo, threads: int, vpt: int, blocks_per_sm: int) -> int:
-    """Chunks of threads x vpt vectors (plus a line, for the line shift) a block holds in shared memory."""
+    """Chunks of threads x vpt vectors a block holds in shared memory."""
     budget = min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // blocks_per_sm) - 1024 - MBS_STATIC_SMEM
-    return budget // ((threads * vpt + 8) * VECTOR_BYTES)
+    return budget // _multi_block_smem_slot_bytes(threads, vpt)
 
 
 def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo) -> tuple[int, int, int]:
@@ -341,7 +348,7 @@ def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None
         raise CannotRun(f"variant 'multi_block_smem': {dev.name} cannot hold two chunks of {threads} x {vpt} "
                         f"vectors in a block's shared memory at {blocks_per_sm} blocks per SM")
     defines = multi_block_smem_defines(shape.dtype, shape.op, threads, vpt, blocks_per_sm, slots)
-    smem = slots * (threads * vpt + 8) * VECTOR_BYTES
+    smem = slots * _multi_block_smem_slot_bytes(threads, vpt)
     try:
         kernel = loader.get_kernel("multi_block_smem.cu", "multi_block_smem", defines, device_id=dev.id)
         kernel.max_dynamic_shared_size_bytes = smem
@@ -360,10 +367,7 @@ def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None
     function, n_chunks, scalars = kernel.kernel, np.int64(chunks), shape.scalars()
 
     def launch(x: int, y: int, stream) -> None:
-        with stream:
-            slot_words = cupy.empty(items, dtype=cupy.uint64)
-            tickets = cupy.zeros(1, dtype=cupy.uint64)
-        cupy.cuda.runtime.memsetAsync(slot_words.data.ptr, 0xBF, slot_words.nbytes, stream.ptr)
+        slot_words, tickets = _slots_and_tickets(items, stream)
         # Cooperative: the driver starts the grid only with every block resident, so that blocks of
         # this launch waiting for a row never hold the SMs its other blocks need (another launch of
         # it on another stream, say; a plain launch could leave each with too few blocks: a hang).
