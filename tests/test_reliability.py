@@ -485,9 +485,8 @@ class StreamedCai:
 @pytest.mark.gpu
 def test_cai_v3_producer_stream_is_waited_for():
     torch = pytest.importorskip("torch")
-    cp = _cp()
     side = torch.cuda.Stream()
-    s = cp.cuda.ExternalStream(side.cuda_stream)
+    s = api._external(side.cuda_stream, torch.cuda.current_device())  # CuPy 14 deprecates ExternalStream
     for trial in range(4):
         with torch.cuda.stream(side):
             torch.cuda._sleep(20_000_000)

@@ -22,6 +22,7 @@ import softmax_lab
 import softmax_lab.variants  # noqa: F401
 from sanitizer import run_sanitized
 from test_backward_gpu import FUNCTIONS, _check_special_values, _error, _forward, _ok
+from test_single_read_dtypes_gpu import _torch_stream
 
 V = sys.modules["softmax_lab.variants"]
 pytestmark = pytest.mark.gpu
@@ -62,14 +63,12 @@ def _poisoned(torch, rows, cols, dtype, off=0):
 def _launch(dy, y, out, op, **knobs):
     """The registry's launcher, as the api builds it."""
     torch = _torch()
-    import cupy
-
     dev = softmax_lab.device_info()
     dtype = str(y.dtype).removeprefix("torch.")
     shape = V.Shape(y.shape[0], y.shape[1], y.stride(0), out.stride(0), y.data_ptr() % 128, out.data_ptr() % 16,
                     y.element_size(), dtype, op, dy.stride(0), dy.data_ptr() % 128)
     launch = V.get_variant("single_read").prepare(shape, dev, **knobs)
-    launch(y.data_ptr(), out.data_ptr(), cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream),
+    launch(y.data_ptr(), out.data_ptr(), _torch_stream(torch),
            dy.data_ptr())
     torch.cuda.synchronize()
 
@@ -324,7 +323,7 @@ SANITIZER_SCRIPT = textwrap.dedent(
         shape = V.Shape(rows, cols, cols + k, cols + off, y.data_ptr() % 128, out.data_ptr() % 16,
                         y.element_size(), dtype, op, cols + k, dy.data_ptr() % 128)
         V.get_variant("single_read").prepare(shape, dev, **knobs)(
-            y.data_ptr(), out.data_ptr(), cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream),
+            y.data_ptr(), out.data_ptr(), softmax_lab.api._external(torch.cuda.current_stream().cuda_stream, 0),
             dy.data_ptr())
         torch.cuda.synchronize()
         err = _error(out, dy, y, dtype, op)

@@ -27,6 +27,14 @@ OPS = ["softmax", "log_softmax"]
 FUNCTIONS = {"softmax": softmax_lab.softmax, "log_softmax": softmax_lab.log_softmax}
 
 
+def _torch_stream(torch):
+    """torch's current stream as a CuPy stream: the api's cached wrapper (it silences CuPy 14's
+    deprecation of ExternalStream, whose replacement CuPy 13 lacks)."""
+    from softmax_lab.api import _external
+
+    return _external(torch.cuda.current_stream().cuda_stream, torch.cuda.current_device())
+
+
 def _torch():
     return pytest.importorskip("torch")
 
@@ -68,9 +76,7 @@ def _launch(x, y, op, variant="single_read", **knobs):
     shape = V.Shape(x.shape[0], x.shape[1], x.stride(0), y.stride(0), x.data_ptr() % 16, y.data_ptr() % 16,
                     itemsize=x.element_size(), dtype=dtype, op=op)
     launch = V.get_variant(variant).prepare(shape, dev, **knobs)
-    import cupy
-
-    launch(x.data_ptr(), y.data_ptr(), cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
+    launch(x.data_ptr(), y.data_ptr(), _torch_stream(torch))
     torch.cuda.synchronize()
 
 
@@ -284,7 +290,7 @@ SANITIZER_SCRIPT = textwrap.dedent(
         shape = V.Shape(rows, cols, cols + xo, cols + yo, x.data_ptr() % 16, y.data_ptr() % 16,
                         itemsize=x.element_size(), dtype=dtype, op=op)
         V.get_variant(variant).prepare(shape, dev, **knobs)(
-            x.data_ptr(), y.data_ptr(), cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
+            x.data_ptr(), y.data_ptr(), softmax_lab.api._external(torch.cuda.current_stream().cuda_stream, 0))
         torch.cuda.synchronize()
         ref = (softmax_reference if op == "softmax" else log_softmax_reference)(x.double().cpu().numpy())
         got = y.double().cpu().numpy()
