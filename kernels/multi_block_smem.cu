@@ -24,6 +24,21 @@
 // the block reduces what it has loaded, and waits only when every chunk it
 // holds is reduced.
 //
+// MBS_SPLIT builds the other schedule: the block's warps in two groups of
+// MBS_THREADS / 2, each syncing by a named barrier of its own.  The reducers
+// reduce each slot as its bulk copy lands and tell the writers (an mbarrier
+// a slot); the writers write the oldest reduced slot once its row is
+// complete, then refill it.  So one group's phase overlaps the other's, where
+// the one-group schedule runs them one after another (probe 62, H200,
+// float32: 512 x 8 x 3 split 1.02-1.20 x copy at 600001-2M columns against
+// 1.09-1.26 for the two blocks per SM it replaced; where its slots hold fewer
+// than three rows, 448 x 8 x 4 in one group is faster: 3M 1.31 against 1.36,
+// 4M 1.37-1.44 against 1.50-1.55).  The writers take the exponential (no e in
+// place: a reducer's max would have to pass to a writer).  `lag` is unused.
+// A thread sums 2 x MBS_VPT vectors: at float16 log_softmax that lost the
+// small terms of outputs near 0 (2 ulp), so the launch rule splits float32
+// only (multi_block_smem_block).
+//
 // Progress: a waiting block holds MBS_SLOTS reduced chunks.  Let r be the
 // lowest row with a chunk not yet reduced; the rows below it are complete,
 // so every block waiting holds chunks of row r and above.  If a chunk of row
@@ -34,13 +49,15 @@
 // free slot or a complete row always exists: no deadlock.  The launch is
 // cooperative, so all of the grid's blocks are resident together, whatever
 // else runs on the GPU.
-// (tests/emulate.py multi_block_smem_schedule runs this schedule.)
+// The split schedule's reducers never wait on the writers but for free
+// slots, so the same holds.  (tests/emulate.py multi_block_smem_schedule
+// runs both schedules.)
 //
 // Slots and tickets as in multi_block_l2.cu: one 64-bit word per (row,
 // chunk), filled with bytes 0xBF by the caller (SLOT_PENDING); one 64-bit
-// ticket counter, zeroed.  Thread 0 takes the tickets and records each
-// slot's row and chunk in shared memory (one division a chunk, not one a
-// thread).  The merge order is fixed, so the output is
+// ticket counter, zeroed.  One thread (thread 0, or the writers' first)
+// takes the tickets and records each slot's row and chunk in shared memory
+// (one division a chunk, not one a thread).  The merge order is fixed, so the output is
 // bitwise the same on every run, whichever block holds which chunk.
 //
 // Elements: float32, float16 or bfloat16, softmax or log_softmax (the
@@ -74,9 +91,17 @@ static_assert(MBS_VPT >= 1 && MBS_SLOTS >= 2 && MBS_BLOCKS_PER_SM >= 1, "positiv
 // float32 softmax: the reduce step leaves e = e^(x - m_t) in the slot in
 // place of x (m_t: the thread's max, kept per slot), so the write takes one
 // multiplication per element, not an exponential (cluster_row's CR_IN_PLACE).
-#ifndef MBS_IN_PLACE
-#define MBS_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG)
+#ifndef MBS_SPLIT  // 1: the schedule of two groups of warps (above)
+#define MBS_SPLIT 0
 #endif
+#ifndef MBS_IN_PLACE
+#define MBS_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG && !MBS_SPLIT)
+#endif
+static_assert(!(MBS_IN_PLACE && MBS_SPLIT), "the split schedule's writers take the exponential");
+#define MBS_GROUP (MBS_SPLIT ? MBS_THREADS / 2 : MBS_THREADS)  // threads of a group (the block, unsplit)
+#define MBS_GVPT (MBS_CHUNK / MBS_GROUP)                      // vectors a group's thread holds of a chunk
+static_assert(MBS_GVPT == (MBS_SPLIT ? 2 : 1) * MBS_VPT, "a group's thread holds MBS_VPT vectors, or twice that split");
+static_assert(MBS_GROUP % 32 == 0, "whole warps in each group");
 // A slot holds a chunk at its source's offset in a 128-byte line (0-7
 // vectors in): a bulk copy whose source and destination sit at different
 // offsets in a line is slow (single_read.cu's SR_LINE_SHIFT).
@@ -95,46 +120,103 @@ __device__ __forceinline__ ChunkSpan chunk_span(const RowSpanOf<elem_t>& r, i64 
 }
 static_assert(MBS_CHUNK * 16 < (1 << 20), "a chunk's bytes fit an mbarrier's transaction count");
 
+// Named barrier ID of the THREADS threads that reach it (ID 0 with the whole
+// block: __syncthreads), its OR, and a merge over those threads (block_merge).
+template <int ID, int THREADS>
+__device__ __forceinline__ void bar_sync() {
+    asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
+}
+
+template <int ID, int THREADS>
+__device__ __forceinline__ bool bar_or(bool pred) {
+    unsigned out;
+    asm volatile(
+        "{ .reg .pred q, o; setp.ne.u32 q, %1, 0; bar.red.or.pred o, %2, %3, q; selp.u32 %0, 1, 0, o; }"
+        : "=r"(out)
+        : "r"((unsigned)pred), "n"(ID), "n"(THREADS)
+        : "memory");
+    return out != 0;
+}
+
+template <int ID, int THREADS>
+__device__ __forceinline__ MaxSum bar_merge(MaxSum v, MaxSum* scratch) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x % THREADS) >> 5;
+    v = warp_merge(v);
+    bar_sync<ID, THREADS>();  // a previous merge's scratch is read
+    if (lane == 0) scratch[warp] = v;
+    bar_sync<ID, THREADS>();
+    return warp_merge(lane < THREADS / 32 ? scratch[lane] : MaxSum{SOFTMAX_NEG_INF, 0.f});
+}
+
 // The row's (max, sum) from its `chunks` slots if all are written: the same
-// fixed order in every block (multi_block_l2's row_total, one attempt).
+// fixed order in every block (multi_block_l2's row_total, one attempt), over
+// the THREADS threads at barrier ID.
+template <int ID, int THREADS>
 __device__ __forceinline__ bool row_total_ready(const unsigned long long* slots, i64 chunks, MaxSum* scratch,
                                                 MaxSum& total) {
     MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
     bool pending = false;
-    for (i64 c = threadIdx.x; c < chunks; c += MBS_THREADS) {
+    for (i64 c = threadIdx.x % THREADS; c < chunks; c += THREADS) {
         const unsigned long long w = read_slot(slots + c);
         pending |= (unsigned)(w >> 32) == SLOT_PENDING;
         acc = merge(acc, {__uint_as_float((unsigned)w), __uint_as_float((unsigned)(w >> 32))});
     }
-    if (__syncthreads_or(pending)) return false;
-    total = block_merge(acc, scratch);
+    if (bar_or<ID, THREADS>(pending)) return false;
+    total = bar_merge<ID, THREADS>(acc, scratch);
     return true;
 }
 
-extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
-    multi_block_smem(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y,
-                     i64 chunks, int lag, unsigned long long* __restrict__ slots,
-                     unsigned long long* __restrict__ tickets) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    raw_t* const held = reinterpret_cast<raw_t*>(smem);  // MBS_SLOTS chunks
-    __shared__ unsigned long long bars[MBS_SLOTS];  // slot k's bulk copy
-    __shared__ i64 row_of[MBS_SLOTS];               // the row of the chunk slot k holds (-1: the end)
-    __shared__ i64 chunk_of[MBS_SLOTS];             // and which of its chunks
-    __shared__ MaxSum scratch[32];
-    const i64 items = rows * chunks;
-    lag = min(max(lag, 1), MBS_SLOTS);  // slot p is filled while p < w + MBS_SLOTS
-    const unsigned long long policy = l2_evict_first();  // x is read once (evict-last measured level)
-    // Thread 0 fills the slots: at the start, then each as its write ends,
-    // with no barrier of the block's: the slot's row and chunk are stored
-    // before the mbarrier's arrival (release) and read after its wait
-    // (acquire); a row of -1 (an arrival with no copy) marks the end of the
-    // tickets.
-    // The ticket is taken ahead, as a write begins (its slot is then sure to
-    // be free without waiting); never while a block may wait, which would
-    // hold back a chunk of the row it waits for.
+// A group's thread u: its vectors u, u + MBS_GROUP, ... of a slot's chunk.
+__device__ __forceinline__ void load_from_slot(raw_t (&raw)[MBS_GVPT], const raw_t* slot, int count) {
+#pragma unroll
+    for (int j = 0; j < MBS_GVPT; ++j) raw[j] = j < count ? slot[j * MBS_GROUP] : raw_neg_inf();
+}
+
+// Chunk 0 of a row also takes the row's scalar head and tail (u: the
+// thread's index in its group).
+__device__ __forceinline__ void add_scalars(MaxSum& acc, const RowSpanOf<elem_t>& r, int u) {
+    for (i64 i = u; i < scalar_count(r); i += MBS_GROUP) {
+#if MBS_EXP_ELEM
+        elem_add1(acc, load_scalar(r, scalar_index(r, i)));
+#else
+        online_add1(acc, load_scalar(r, scalar_index(r, i)));
+#endif
+    }
+}
+
+template <typename F>
+__device__ __forceinline__ void write_scalars(const RowSpanOf<elem_t>& r, int u, const F& f) {
+    for (i64 i = u; i < scalar_count(r); i += MBS_GROUP) {
+        const i64 e = scalar_index(r, i);
+        r.y[e] = from_float<elem_t>(f(load_scalar(r, e)));
+    }
+}
+
+// The tickets and the fills: one thread's (thread 0, or the writers' first).
+// A slot is filled once free: the next ticket's chunk (the ticket taken
+// ahead, as a write begins, where take_ahead was called), its row and chunk
+// recorded in shared memory before the mbarrier's arrival (release) and read
+// after its wait (acquire); a row of -1 (an arrival with no copy) marks the
+// end of the tickets.  A ticket is never taken ahead while the block may
+// wait: it would hold back a chunk of the row it waits for.
+struct Filler {
+    const elem_t* x;
+    elem_t* y;
+    i64 n, ld_x, ld_y, chunks, items;
+    unsigned long long* tickets;
+    unsigned long long policy;  // x is read once (evict-last measured level)
     unsigned long long next = 0;
     bool have_next = false, exhausted = false;
-    auto fill = [&](i64 seq) {  // thread 0: slot seq % MBS_SLOTS, free, gets the next ticket's chunk
+
+    __device__ __forceinline__ void take_ahead() {
+        if (!exhausted && !have_next) {
+            next = atomicAdd(tickets, 1ull);  // for the slot this write frees: in flight during it
+            have_next = true;
+        }
+    }
+
+    // Slot k = seq % MBS_SLOTS (free) gets the next ticket's chunk.
+    __device__ __forceinline__ void fill(i64 seq, raw_t* held, unsigned long long* bars, i64* row_of, i64* chunk_of) {
         if (exhausted) return;
         if (!have_next) next = atomicAdd(tickets, 1ull);
         have_next = false;
@@ -153,11 +235,26 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
         const ChunkSpan s = chunk_span(r, c);
         load_slice(held + k * MBS_SLOT_VECS + s.shift, reinterpret_cast<const raw_t*>(r.x + r.head) + s.v0,
                    s.v1 - s.v0, &bars[k], policy);
-    };
+    }
+};
+
+#if !MBS_SPLIT
+extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
+    multi_block_smem(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y,
+                     i64 chunks, int lag, unsigned long long* __restrict__ slots,
+                     unsigned long long* __restrict__ tickets) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    raw_t* const held = reinterpret_cast<raw_t*>(smem);  // MBS_SLOTS chunks
+    __shared__ unsigned long long bars[MBS_SLOTS];  // slot k's bulk copy
+    __shared__ i64 row_of[MBS_SLOTS];               // the row of the chunk slot k holds (-1: the end)
+    __shared__ i64 chunk_of[MBS_SLOTS];             // and which of its chunks
+    __shared__ MaxSum scratch[32];
+    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets, l2_evict_first()};
+    lag = min(max(lag, 1), MBS_SLOTS);  // slot p is filled while p < w + MBS_SLOTS
     if (threadIdx.x == 0) {
         for (int k = 0; k < MBS_SLOTS; ++k) mbar_init(&bars[k], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int k = 0; k < MBS_SLOTS; ++k) fill(k);
+        for (int k = 0; k < MBS_SLOTS; ++k) filler.fill(k, held, bars, row_of, chunk_of);
     }
     __syncthreads();  // the mbarriers initialised
 
@@ -175,12 +272,10 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
         if (!reduce && w < p) {  // the oldest chunk's write is due
             const int k = (int)(w % MBS_SLOTS);
             const i64 row = row_of[k];
-            if (row != total_row && row_total_ready(slots + row * chunks, chunks, scratch, total)) total_row = row;
+            if (row != total_row && row_total_ready<0, MBS_THREADS>(slots + row * chunks, chunks, scratch, total))
+                total_row = row;
             if (row == total_row) {
-                if (threadIdx.x == 0 && !exhausted && !have_next) {
-                    next = atomicAdd(tickets, 1ull);  // for the slot this write frees: in flight during it
-                    have_next = true;
-                }
+                if (threadIdx.x == 0) filler.take_ahead();
                 const i64 c = chunk_of[k];
                 const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
                 const ChunkSpan s = chunk_span(r, c);
@@ -202,9 +297,9 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
                 const RowOutput f = row_output(total.max, total.sum), &held_out = f;
 #endif
                 store_held(r, raw, [&](int j) { return s.v0 + threadIdx.x + (i64)j * MBS_THREADS; }, s.v1, held_out);
-                write_span(r, 0, 0, c == 0, f);  // the scalar head and tail (chunk 0)
+                if (c == 0) write_scalars(r, threadIdx.x, f);
                 __syncthreads();  // the slot is read: free for the next bulk copy
-                if (threadIdx.x == 0) fill(w + MBS_SLOTS);
+                if (threadIdx.x == 0) filler.fill(w + MBS_SLOTS, held, bars, row_of, chunk_of);
                 ++w;
                 continue;
             }
@@ -228,8 +323,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
             const int mine = held_count<MBS_THREADS, MBS_VPT>(s.v0 + threadIdx.x, s.v1);
             raw_t* slot = held + k * MBS_SLOT_VECS + s.shift + threadIdx.x;
             raw_t raw[MBS_VPT];
-#pragma unroll
-            for (int j = 0; j < MBS_VPT; ++j) raw[j] = j < mine ? slot[j * MBS_THREADS] : raw_neg_inf();
+            load_from_slot(raw, slot, mine);
 #if MBS_IN_PLACE
             MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
 #pragma unroll
@@ -248,15 +342,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
 #else
             MaxSum acc = held_max_sum<MBS_EXP_ELEM>(raw);
 #endif
-            if (c == 0) {
-                for (i64 i = threadIdx.x; i < scalar_count(r); i += MBS_THREADS) {
-#if MBS_EXP_ELEM
-                    elem_add1(acc, load_scalar(r, scalar_index(r, i)));
-#else
-                    online_add1(acc, load_scalar(r, scalar_index(r, i)));
-#endif
-                }
-            }
+            if (c == 0) add_scalars(acc, r, threadIdx.x);
             const MaxSum part = block_merge(acc, scratch);
             if (threadIdx.x == 0) publish(slots + row * chunks + c, __float_as_uint(part.max), __float_as_uint(part.sum));
             ++p;
@@ -265,3 +351,86 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
         if (ended && w == p) break;  // everything written
     }
 }
+#else
+#define MBS_REDUCERS 1  // the groups' named barriers (0 is __syncthreads)
+#define MBS_WRITERS 2
+
+extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
+    multi_block_smem(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y,
+                     i64 chunks, int lag, unsigned long long* __restrict__ slots,
+                     unsigned long long* __restrict__ tickets) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    raw_t* const held = reinterpret_cast<raw_t*>(smem);  // MBS_SLOTS chunks
+    __shared__ unsigned long long full[MBS_SLOTS];     // slot k's bulk copy landed
+    __shared__ unsigned long long reduced[MBS_SLOTS];  // slot k's chunk reduced (by the reducers' first thread)
+    __shared__ i64 row_of[MBS_SLOTS];                  // the row of the chunk slot k holds (-1: the end)
+    __shared__ i64 chunk_of[MBS_SLOTS];                // and which of its chunks
+    __shared__ MaxSum scratch[2][32];                  // the reducers', the writers'
+    const int u = threadIdx.x % MBS_GROUP;
+    if (threadIdx.x == 0) {
+        for (int k = 0; k < MBS_SLOTS; ++k) mbar_init(&full[k], 1), mbar_init(&reduced[k], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();  // the mbarriers initialised; from here on each group syncs by its own barrier
+
+    if (threadIdx.x < MBS_GROUP) {  // the reducers: slot p % MBS_SLOTS as its copy lands, p = 0, 1, ...
+        for (i64 p = 0;; ++p) {
+            const int k = (int)(p % MBS_SLOTS);
+            mbar_wait(&full[k], (unsigned)((p / MBS_SLOTS) & 1));
+            const i64 row = row_of[k];
+            if (row >= 0) {
+                const i64 c = chunk_of[k];
+                const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
+                const ChunkSpan s = chunk_span(r, c);
+                raw_t raw[MBS_GVPT];
+                load_from_slot(raw, held + k * MBS_SLOT_VECS + s.shift + u,
+                               held_count<MBS_GROUP, MBS_GVPT>(s.v0 + u, s.v1));
+                MaxSum acc = held_max_sum<MBS_EXP_ELEM>(raw);
+                if (c == 0) add_scalars(acc, r, u);
+                const MaxSum part = bar_merge<MBS_REDUCERS, MBS_GROUP>(acc, scratch[0]);
+                if (u == 0) publish(slots + row * chunks + c, __float_as_uint(part.max), __float_as_uint(part.sum));
+            }
+            if (u == 0)  // the slot's chunk reduced (or the end reached): the writers may take it
+                asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_addr(&reduced[k]))
+                             : "memory");
+            if (row < 0) return;
+        }
+    }
+
+    // The writers: slot w % MBS_SLOTS once reduced and its row complete, w = 0, 1, ...; then refilled.
+    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets, l2_evict_first()};
+    if (u == 0)
+        for (int k = 0; k < MBS_SLOTS; ++k) filler.fill(k, held, full, row_of, chunk_of);
+    i64 total_row = -1;  // the row whose total is known
+    MaxSum total = {};
+    for (i64 w = 0;; ++w) {
+        const int k = (int)(w % MBS_SLOTS);
+        const unsigned phase = (unsigned)((w / MBS_SLOTS) & 1);
+        mbar_wait(&reduced[k], phase);
+        const i64 row = row_of[k];
+        if (row < 0) return;
+        while (row != total_row) {
+            if (row_total_ready<MBS_WRITERS, MBS_GROUP>(slots + row * chunks, chunks, scratch[1], total))
+                total_row = row;
+            else
+                __nanosleep(256);
+        }
+        if (u == 0) filler.take_ahead();
+        const i64 c = chunk_of[k];
+        const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
+        const ChunkSpan s = chunk_span(r, c);
+        mbar_wait(&full[k], phase);  // long complete (the reducers waited for it): the copy's bytes seen here too
+        raw_t raw[MBS_GVPT];
+        load_from_slot(raw, held + k * MBS_SLOT_VECS + s.shift + u, MBS_GVPT);
+#if MBS_EXP_ELEM && !SOFTMAX_LOG
+        const ExpOutput f{total.max, 1.f / total.sum};  // the sums' shift cancels
+#else
+        const RowOutput f = row_output(total.max, total.sum);
+#endif
+        store_held(r, raw, [&](int j) { return s.v0 + u + (i64)j * MBS_GROUP; }, s.v1, f);
+        if (c == 0) write_scalars(r, u, f);
+        bar_sync<MBS_WRITERS, MBS_GROUP>();  // the slot is read: free for the next bulk copy
+        if (u == 0) filler.fill(w + MBS_SLOTS, held, full, row_of, chunk_of);
+    }
+}
+#endif

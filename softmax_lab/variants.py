@@ -294,15 +294,22 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
 # written once `lag` later chunks are reduced and its row is complete.  The
 # resident blocks must hold a row's chunks (grid x slots >= chunks), which
 # sets the longest row: on the H200, 132 x 4 x 56 KB, 29.6 MB.
-# The block shape (notes/TUNING.md, "Long rows held in shared memory"): two
-# blocks per SM of MBS_PAIR_THREADS x MBS_VPT vectors where their slots hold
-# MBS_PAIR_MIN_ROWS rows or more (while one block reduces or waits for its
-# row, the other's chunks move); else one block per SM of MBS_THREADS, whose
-# larger chunks leave more of shared memory to the row (float32 4M columns:
-# 1.43-1.46 x copy against the pair's 1.63-1.66; 2M: 1.37 against 1.27).
-MBS_THREADS, MBS_PAIR_THREADS, MBS_VPT = 448, 256, 8
-MBS_PAIR_MIN_ROWS = 2
-MBS_STATIC_SMEM = 512  # the kernel's own shared memory (mbarriers, slot records, scratch): 448 bytes at sm_90
+# The block shape (notes/TUNING.md, "Long rows held in shared memory"): the
+# split schedule (two groups of warps, one reducing while the other writes) in
+# one block per SM of MBS_SPLIT_THREADS x MBS_VPT vectors where its slots hold
+# MBS_SPLIT_MIN_ROWS rows or more; else the one-group schedule in one block per
+# SM of MBS_THREADS, whose smaller chunks leave four slots to the row (probe
+# 62, float32 ÷ copy, against the two blocks per SM of 256 x 8 x 3 that the
+# split replaced: 1024 x 1048576 1.05-1.06 against 1.14, 64 x 2097152 1.02
+# against 1.09, 132 x 600001 1.20 against 1.26; at 40 x 3145728, 2.06 rows
+# held, 1.36 against the one group's 1.31; 4M columns 1.50-1.55 against
+# 1.37-1.44).  Float32 only: a split thread sums 16 vectors, not 8, and at
+# float16 log_softmax lost the small terms of outputs near 0 (2 ulp in
+# test_log_softmax_near_0 on the H200, 2026-12-02); halves keep one group
+# (auto takes multi_block_smem for float32 alone).
+MBS_THREADS, MBS_SPLIT_THREADS, MBS_VPT = 448, 512, 8
+MBS_SPLIT_MIN_ROWS = 3
+MBS_STATIC_SMEM = 1024  # the kernel's own shared memory (mbarriers, slot records, scratch): 384 / 640 (split) bytes at sm_90
 
 
 def _multi_block_smem_slot_bytes(threads: int, vpt: int) -> int:
@@ -316,19 +323,20 @@ def multi_block_smem_slots(dev: DeviceInfo, threads: int, vpt: int, blocks_per_s
     return budget // _multi_block_smem_slot_bytes(threads, vpt)
 
 
-def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo) -> tuple[int, int, int]:
-    """(threads, vectors per thread, blocks per SM) for rows of `cols` elements of `itemsize` bytes."""
+def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo) -> tuple[int, int, int, bool]:
+    """(threads, vectors per thread, blocks per SM, split schedule) for rows of `cols` elements of `itemsize` bytes."""
     vecs = _row_vecs(cols, itemsize)
-    pair_slots = dev.sm_count * 2 * multi_block_smem_slots(dev, MBS_PAIR_THREADS, MBS_VPT, 2)
-    if pair_slots >= MBS_PAIR_MIN_ROWS * -(-vecs // (MBS_PAIR_THREADS * MBS_VPT)):
-        return MBS_PAIR_THREADS, MBS_VPT, 2
-    return MBS_THREADS, MBS_VPT, 1
+    split_slots = dev.sm_count * multi_block_smem_slots(dev, MBS_SPLIT_THREADS, MBS_VPT, 1)
+    if itemsize == ITEMSIZE and split_slots >= MBS_SPLIT_MIN_ROWS * -(-vecs // (MBS_SPLIT_THREADS * MBS_VPT)):
+        return MBS_SPLIT_THREADS, MBS_VPT, 1, True
+    return MBS_THREADS, MBS_VPT, 1, False
 
 
-def multi_block_smem_defines(dtype: str, op: str, threads: int, vpt: int, blocks_per_sm: int, slots: int) -> dict:
-    """The build of multi_block_smem.cu for one block shape and ring."""
+def multi_block_smem_defines(dtype: str, op: str, threads: int, vpt: int, blocks_per_sm: int, slots: int,
+                             split: bool = False) -> dict:
+    """The build of multi_block_smem.cu for one block shape, ring and schedule."""
     return kernel_defines(dtype, op) | {"MBS_THREADS": threads, "MBS_VPT": vpt, "MBS_SLOTS": slots,
-                                        "MBS_BLOCKS_PER_SM": blocks_per_sm}
+                                        "MBS_BLOCKS_PER_SM": blocks_per_sm, "MBS_SPLIT": int(split)}
 
 
 def _multi_block_smem_max_cols(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
@@ -339,15 +347,19 @@ def _multi_block_smem_max_cols(dev: DeviceInfo, dtype: str = "float32", op: str 
 
 def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None = None, vpt: int | None = None,
                               slots: int | None = None, blocks_per_sm: int | None = None, lag: int | None = None,
-                              grid: int | None = None) -> Launcher:
-    """The launch; the keywords force a block shape, ring, lag or grid (probes and tests)."""
+                              grid: int | None = None, split: bool | None = None) -> Launcher:
+    """The launch; the keywords force a block shape, ring, lag, grid or schedule (probes and tests)."""
     rule = multi_block_smem_block(shape.cols, shape.itemsize, dev)
     threads, vpt, blocks_per_sm = threads or rule[0], vpt or rule[1], blocks_per_sm or rule[2]
+    split = rule[3] if split is None else split
+    if split and threads % 64:
+        raise CannotRun(f"variant 'multi_block_smem': the split schedule takes two groups of whole warps, "
+                        f"not {threads} threads")
     slots = slots or multi_block_smem_slots(dev, threads, vpt, blocks_per_sm)
     if slots < 2:
         raise CannotRun(f"variant 'multi_block_smem': {dev.name} cannot hold two chunks of {threads} x {vpt} "
                         f"vectors in a block's shared memory at {blocks_per_sm} blocks per SM")
-    defines = multi_block_smem_defines(shape.dtype, shape.op, threads, vpt, blocks_per_sm, slots)
+    defines = multi_block_smem_defines(shape.dtype, shape.op, threads, vpt, blocks_per_sm, slots, split)
     smem = slots * _multi_block_smem_slot_bytes(threads, vpt)
     try:
         kernel = loader.get_kernel("multi_block_smem.cu", "multi_block_smem", defines, device_id=dev.id)
@@ -1577,9 +1589,10 @@ _ALL = (
         summary=("a row split over blocks in one persistent launch, each chunk held in shared memory from its "
                  "read to its write: rows up to the whole GPU's shared memory, read once"),
         launch_rule=(f"resident blocks taking chunks of threads x {MBS_VPT} vectors in ticket order into a ring of as "
-                     "many slots as shared memory holds (bulk copies); two blocks per SM of "
-                     f"{MBS_PAIR_THREADS} threads where their slots hold {MBS_PAIR_MIN_ROWS} rows, else one of "
-                     f"{MBS_THREADS}; a chunk written once its row is complete (multi_block_smem_block)"),
+                     "many slots as shared memory holds (bulk copies); one block per SM of "
+                     f"{MBS_SPLIT_THREADS} threads in two groups (one reducing, one writing) where its slots hold "
+                     f"{MBS_SPLIT_MIN_ROWS} rows, else of {MBS_THREADS} in one group; a chunk written once its row "
+                     "is complete (multi_block_smem_block)"),
         prepare_launch=_prepare_multi_block_smem,
         max_cols=_multi_block_smem_max_cols,
         ops=OPS,

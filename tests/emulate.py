@@ -286,13 +286,16 @@ def multi_block_l2_schedule(rows, chunks, lag, grid, rng):
     return done, counter
 
 
-def multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng):
+def multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng, split=False):
     """Runs multi_block_smem.cu's loop with `grid` blocks advancing in a random
     order, each a step of its loop at a time: fill the free slots (tickets in
     order; thread 0's ticket taken ahead as a write begins), reduce the next
     loaded chunk, or write the oldest once its row's chunks are all reduced
-    (else reduce, else wait).  Returns the items in the order written; raises
-    RuntimeError if every unfinished block waits (a deadlock)."""
+    (else reduce, else wait).  split: the MBS_SPLIT schedule, whose reducers and
+    writers go their own ways: a step reduces the next loaded chunk or writes
+    the oldest reduced one whose row is complete, whichever the draw picks of
+    those possible (`lag` unused).  Returns the items in the order written;
+    raises RuntimeError if every unfinished block waits (a deadlock)."""
     items, counter = rows * chunks, 0
     lag = max(lag, 1)
 
@@ -316,23 +319,38 @@ def multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng):
                 taken += 1
             b["left"], b["q"] = taken == b["w"] + slots, taken
             return True
+        def oldest_complete():
+            if b["w"] == b["p"]:
+                return False
+            row = b["held"][b["w"] % slots] // chunks
+            return all(row * chunks + c in reduced for c in range(chunks))
+
+        def write():
+            if b["left"] and b["next"] is None:
+                b["next"] = take()
+            written.append(b["held"][b["w"] % slots])
+            b["w"] += 1
+            return True
+
+        def reduce_next():
+            reduced.add(b["held"][b["p"] % slots])
+            b["p"] += 1
+            return True
+
+        if split:
+            steps = [f for f, possible in ((reduce_next, b["p"] < b["q"]), (write, oldest_complete())) if possible]
+            if steps:
+                return steps[rng.integers(len(steps))]()
+            return None if b["w"] == b["q"] else False
         reduce = b["p"] < b["q"] and b["p"] - b["w"] < lag
         if not reduce and b["w"] < b["p"]:
-            item = b["held"][b["w"] % slots]
-            row = item // chunks
-            if all(row * chunks + c in reduced for c in range(chunks)):
-                if b["left"] and b["next"] is None:
-                    b["next"] = take()
-                written.append(item)
-                b["w"] += 1
-                return True
+            if oldest_complete():
+                return write()
             reduce = b["p"] < b["q"]
             if not reduce:
                 return False
         if reduce:
-            reduced.add(b["held"][b["p"] % slots])
-            b["p"] += 1
-            return True
+            return reduce_next()
         return None
 
     live = set(range(grid))

@@ -401,21 +401,23 @@ def test_multi_block_l2_schedule_detects_a_deadlock(monkeypatch):
 @pytest.mark.parametrize("rows, chunks, slots, grid", [(1, 1, 2, 1), (3, 5, 2, 3), (7, 12, 3, 4), (2, 40, 5, 8),
                                                        (5, 30, 7, 33)])
 def test_multi_block_smem_schedule_writes_every_chunk_once_without_deadlock(rows, chunks, slots, grid):
-    """multi_block_smem.cu's loop with blocks advancing in random orders: where the
+    """multi_block_smem.cu's loops with blocks advancing in random orders: where the
     blocks hold a row's chunks (grid x slots >= chunks), every chunk is written
-    once, whatever the lag."""
+    once, whatever the lag, and in the split schedule."""
     from emulate import multi_block_smem_schedule
 
     rng = np.random.default_rng(rows * 1000 + chunks * 10 + grid)
-    for lag in (0, 1, slots - 1, slots + 1):
+    for lag, split in ((0, False), (1, False), (slots - 1, False), (slots + 1, False), (0, True)):
         for _ in range(20):
-            assert sorted(multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng)) == list(range(rows * chunks))
+            assert sorted(multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng, split)) == \
+                list(range(rows * chunks))
 
 
-def test_multi_block_smem_schedule_deadlocks_where_the_blocks_cannot_hold_a_row():
+@pytest.mark.parametrize("split", [False, True])
+def test_multi_block_smem_schedule_deadlocks_where_the_blocks_cannot_hold_a_row(split):
     """The check is real: with fewer slots than a row's chunks every block ends up
     full, waiting for a row that cannot complete."""
     from emulate import multi_block_smem_schedule
 
     with pytest.raises(RuntimeError, match="deadlock"):
-        multi_block_smem_schedule(2, 7, 2, 1, 3, np.random.default_rng(0))
+        multi_block_smem_schedule(2, 7, 2, 1, 3, np.random.default_rng(0), split)

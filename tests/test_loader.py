@@ -99,14 +99,14 @@ def _builds():
             for op in ALL_OPS:
                 defines = V.multi_block_l2_defines(dtype, op, cc)
                 yield pytest.param("multi_block_l2.cu", arch, defines, id=f"multi_block_l2-launched-{dtype}-{op}-{arch}")
-    for cols in (1 << 20, 1 << 22):  # multi_block_smem's two block shapes on the H200
-        threads, vpt, per_sm = V.multi_block_smem_block(cols, 4, V._H200)
+    for cols in (1 << 20, 1 << 22):  # multi_block_smem's two builds on the H200 (split, one group)
+        threads, vpt, per_sm, split = V.multi_block_smem_block(cols, 4, V._H200)
         slots = V.multi_block_smem_slots(V._H200, threads, vpt, per_sm)
         for dtype in DTYPES:
             for op in OPS:
-                defines = V.multi_block_smem_defines(dtype, op, threads, vpt, per_sm, slots)
+                defines = V.multi_block_smem_defines(dtype, op, threads, vpt, per_sm, slots, split)
                 yield pytest.param("multi_block_smem.cu", "sm_90", defines,
-                                   id=f"multi_block_smem-{threads}x{vpt}x{slots}x{per_sm}-{dtype}-{op}")
+                                   id=f"multi_block_smem-{threads}x{vpt}x{slots}x{per_sm}{'-split' * split}-{dtype}-{op}")
     for c in _long_row_configs():
         yield pytest.param("long_row.cu", "sm_90", c.defines(), id=f"long_row-{c.label()}")
     for plan, dtype, op in _cluster_row_plans():

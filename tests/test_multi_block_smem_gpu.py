@@ -2,9 +2,10 @@
 in shared memory from its read to its write.  Forced tight rings (the resident
 blocks' slots hold exactly a row's chunks, the kernel's progress condition),
 odd lengths, rows of one element, every dtype and forward op, x and y at every
-alignment, -inf/NaN rows, NaN-poisoned outputs, both block shapes of the
-launch rule on long rows, bitwise repeatability over grids, more than 2^31
-elements and compute-sanitizer.  Halves within 1 ulp of the dtype against
+alignment, -inf/NaN rows, NaN-poisoned outputs, both schedules (one group
+of warps, and MBS_SPLIT's two) and both builds of the launch rule on long
+rows, bitwise repeatability over grids, more than 2^31 elements and
+compute-sanitizer.  Halves within 1 ulp of the dtype against
 float64, float32 within 1e-6 relative (tests/test_single_read_dtypes_gpu.py).
 Skipped without a GPU (conftest.py)."""
 
@@ -24,9 +25,12 @@ pytestmark = pytest.mark.gpu
 
 DTYPES = ["float32", "float16", "bfloat16"]
 OPS = ["softmax", "log_softmax"]
-# (threads, vectors per thread, slots, blocks per SM, lag, grid): grid x slots = a row's chunks for
-# the first three rows below (chunks of threads x vpt vectors), a lag of 1 and of every slot
-TIGHT_RINGS = [(64, 1, 2, 1, 1, 3), (64, 1, 3, 1, 2, 2), (32, 1, 5, 1, 4, 6), (96, 2, 2, 2, 1, 5)]
+# (threads, vectors per thread, slots, blocks per SM, lag, grid, split): grid x slots = a row's chunks
+# for the first two rows below (chunks of threads x vpt vectors), a lag of 1 and of every slot; the
+# split schedule in groups of one warp, and of two
+TIGHT_RINGS = [(64, 1, 2, 1, 1, 3, False), (64, 1, 3, 1, 2, 2, False), (32, 1, 5, 1, 4, 6, False),
+               (96, 2, 2, 2, 1, 5, False), (64, 1, 2, 1, 0, 3, True), (64, 2, 3, 1, 0, 2, True),
+               (128, 1, 2, 2, 0, 5, True)]
 
 
 def _special(torch, x):
@@ -45,7 +49,7 @@ def _special(torch, x):
 def test_tight_rings_odd_lengths_and_special_values(dtype, op, ring, x_off, y_off):
     torch = _torch()
     _hopper()
-    threads, vpt, slots, per_sm, lag, grid = ring
+    threads, vpt, slots, per_sm, lag, grid, split = ring
     chunk = threads * vpt * 16 // V.DTYPES[dtype]  # elements
     for rows, cols in ((6, grid * slots * chunk - 3), (9, grid * slots * chunk - chunk // 2 + 1), (5, 1031),
                        (3, 1), (4, 7)):
@@ -53,7 +57,7 @@ def test_tight_rings_odd_lengths_and_special_values(dtype, op, ring, x_off, y_of
         _special(torch, x)
         y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
         _launch(x, y, op, variant="multi_block_smem", threads=threads, vpt=vpt, slots=slots, blocks_per_sm=per_sm,
-                lag=lag, grid=grid)
+                lag=lag, grid=grid, split=split)
         assert _ok(_error(y, x, dtype, op), dtype), (ring, rows, cols)
         assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
 
@@ -63,14 +67,17 @@ def test_a_ring_too_small_for_a_row_is_cannot_run():
     _hopper()
     x = _input(torch, 2, 64 * 4 * 7, "float32")
     y, _ = _poisoned_out(torch, 2, 64 * 4 * 7, "float32")
-    with pytest.raises(V.CannotRun, match="cannot hold a row"):  # 3 blocks x 2 slots < 7 chunks
-        _launch(x, y, "softmax", variant="multi_block_smem", threads=64, vpt=1, slots=2, grid=3)
+    for split in (False, True):
+        with pytest.raises(V.CannotRun, match="cannot hold a row"):  # 3 blocks x 2 slots < 7 chunks
+            _launch(x, y, "softmax", variant="multi_block_smem", threads=64, vpt=1, slots=2, grid=3, split=split)
+    with pytest.raises(V.CannotRun, match="two groups of whole warps"):
+        _launch(x, y, "softmax", variant="multi_block_smem", threads=96, split=True)
 
 
 @pytest.mark.parametrize("dtype, op, rows, cols, x_off, y_off", [
-    ("float32", "softmax", 3, (1 << 22) + 5, 1, 3),  # one block of 448 threads per SM (16 MB rows)
+    ("float32", "softmax", 3, (1 << 22) + 5, 1, 3),  # one group of 448 threads (16 MB rows)
     ("float32", "log_softmax", 2, 7_000_001, 0, 1),  # near the longest row the slots hold
-    ("float32", "softmax", 17, 1_048_579, 3, 0),  # two blocks of 256 per SM
+    ("float32", "softmax", 17, 1_048_579, 3, 0),  # the split schedule, 512 threads
     ("float32", "log_softmax", 40, 600_001, 2, 2),
     ("bfloat16", "softmax", 5, 1 << 23, 0, 0),  # 16 MB rows of halves
     ("float16", "log_softmax", 9, 2_097_155, 5, 3),
@@ -89,17 +96,18 @@ def test_long_rows_by_the_launch_rule(dtype, op, rows, cols, x_off, y_off):
     assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_bitwise_the_same_whichever_block_holds_which_chunk(dtype):
+def test_bitwise_the_same_whichever_block_holds_which_chunk(dtype, split):
     """The row's (max, sum) is merged in chunk order, so grids of different sizes (and runs)
     give the same bits."""
     torch = _torch()
     _hopper()
     x = _input(torch, 24, 300_017, dtype, 1, seed=3)
     outs = []
-    for grid in (None, 40, 13):  # 13 x 3 slots hold the 37 chunks of a float32 row
+    for grid in (None, 40, 13):  # 13 x 3 slots hold the 19 chunks of a float32 row (21 of 448 x 8: 4 slots)
         y, _ = _poisoned_out(torch, 24, 300_017, dtype)
-        _launch(x, y, "softmax", variant="multi_block_smem", grid=grid)
+        _launch(x, y, "softmax", variant="multi_block_smem", grid=grid, split=split, threads=512 if split else 448)
         outs.append(y)
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
 
@@ -161,9 +169,11 @@ SANITIZER_SCRIPT = textwrap.dedent(
     from test_single_read_dtypes_gpu import _error, _input, _launch, _ok, _poisoned_out
     wrong = []
     for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax")):
-        for rows, cols, knobs in ((5, 64 * 2 * 3 * 16 // 4 - 3, dict(threads=64, vpt=2, slots=2, lag=1, grid=3)),
-                                  (3, 40_003, dict(grid=4)),  # the launch rule's blocks, a small grid
-                                  (2, 3 * 448 * 8 * 4 + 5, dict(threads=448, vpt=8, slots=4, blocks_per_sm=1, grid=3))):
+        for rows, cols, knobs in ((5, 64 * 2 * 3 * 16 // 4 - 3, dict(threads=64, vpt=2, slots=2, lag=1, grid=3, split=False)),
+                                  (5, 64 * 2 * 3 * 16 // 4 - 3, dict(threads=64, vpt=2, slots=2, grid=3, split=True)),
+                                  (3, 40_003, dict(grid=4)),  # the launch rule's build (split), a small grid
+                                  (2, 3 * 448 * 8 * 4 + 5, dict(threads=448, vpt=8, slots=4, grid=3, split=False)),
+                                  (2, 3 * 512 * 8 * 3 + 5, dict(threads=512, vpt=8, slots=3, grid=3, split=True))):
             x = _input(torch, rows, cols, dtype, 1, seed=cols)
             y, _ = _poisoned_out(torch, rows, cols, dtype, 2)
             _launch(x, y, op, variant="multi_block_smem", **knobs)

@@ -292,11 +292,13 @@ def test_auto_rules(cols, on_h200, on_a100):
 
 
 def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
-    assert V.multi_block_smem_slots(H200, 448, 8, 1) == 4 and V.multi_block_smem_slots(H200, 256, 8, 2) == 3
-    assert V.multi_block_smem_block(1 << 20, 4, H200) == (256, 8, 2)  # 4 MB rows: 792 slots of 32 KB hold 6
-    assert V.multi_block_smem_block(1 << 21, 4, H200) == (256, 8, 2)  # 8 MB: 3
-    assert V.multi_block_smem_block(1 << 22, 4, H200) == (448, 8, 1)  # 16 MB: 1.5 in pairs, 1.8 alone
-    assert V.multi_block_smem_block(1 << 22, 2, H200) == (256, 8, 2)  # the element size counts
+    assert V.multi_block_smem_slots(H200, 448, 8, 1) == 4 and V.multi_block_smem_slots(H200, 512, 8, 1) == 3
+    assert V.multi_block_smem_block(1 << 20, 4, H200) == (512, 8, 1, True)  # 4 MB rows: 396 slots of 64 KB hold 6
+    assert V.multi_block_smem_block(1 << 21, 4, H200) == (512, 8, 1, True)  # 8 MB: 3
+    assert V.multi_block_smem_block(2_200_000, 4, H200) == (448, 8, 1, False)  # 8.8 MB: 2.9 split
+    assert V.multi_block_smem_block(3 << 20, 4, H200) == (448, 8, 1, False)  # 12 MB: 2.06 split, 2.4 alone
+    assert V.multi_block_smem_block(1 << 22, 4, H200) == (448, 8, 1, False)  # 16 MB: 1.5 split, 1.8 alone
+    assert V.multi_block_smem_block(1 << 20, 2, H200) == (448, 8, 1, False)  # halves: one group (split: float32)
     mbs = get_variant("multi_block_smem")
     assert mbs.max_cols(H200) == 132 * 4 * 448 * 8 * 4 and mbs.max_cols(H200, "bfloat16") == 2 * mbs.max_cols(H200)
     assert mbs.unsupported_reason(1 << 20, H200) is None
