@@ -1591,7 +1591,7 @@ _ALL = (
         launch_rule=(f"resident blocks taking chunks of threads x {MBS_VPT} vectors in ticket order into a ring of as "
                      "many slots as shared memory holds (bulk copies); one block per SM of "
                      f"{MBS_SPLIT_THREADS} threads in two groups (one reducing, one writing) where its slots hold "
-                     f"{MBS_SPLIT_MIN_ROWS} rows, else of {MBS_THREADS} in one group; a chunk written once its row "
+                     f"{MBS_SPLIT_MIN_ROWS} float32 rows, else of {MBS_THREADS} in one group; a chunk written once its row "
                      "is complete (multi_block_smem_block)"),
         prepare_launch=_prepare_multi_block_smem,
         max_cols=_multi_block_smem_max_cols,
