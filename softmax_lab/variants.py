@@ -783,23 +783,36 @@ def _wide_beats(wide: ClusterConfig, packed: ClusterConfig) -> bool:
 @functools.lru_cache(maxsize=256)  # auto's preferences and the prepare both ask for it
 def single_read_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str = "float32",
                      op: str = "softmax") -> ClusterConfig | None:
-    """single_read's plan for a forward op (the rule's five steps): for half softmax the wide
-    plan where one holds the row and _wide_beats the packed plan; else the packed (or
-    float32) one (halves: HALVES_ONE_BLOCK_COST), or in its place a smaller memory-merged
-    group where the packed plan takes a cluster of MAX_CLUSTER blocks and the group pays;
-    past a cluster's limit the memory-merged plan; None past every block's."""
+    """single_read's plan for a forward op (the rule's five steps): for halves whose packed
+    plan is a cluster at one block per SM, a memory-merged group at two blocks per SM where
+    it has enough rounds (HALVES_MERGE_BLOCKS_PER_SM); for half softmax the wide plan where
+    one holds the row and _wide_beats the packed plan; else the packed (or float32) one
+    (halves: HALVES_ONE_BLOCK_COST), or in its place a smaller memory-merged group where the
+    packed plan takes a cluster of MAX_CLUSTER blocks and the group pays; past a cluster's
+    limit the memory-merged plan; None past every block's."""
     itemsize = DTYPES[dtype]
     one_block_cost = HALVES_ONE_BLOCK_COST if itemsize != ITEMSIZE else 0.0
     packed = single_read_config(cols, dev, rows, itemsize, one_block_cost=one_block_cost)
     wide = single_read_config(cols, dev, rows, itemsize, wide=True, one_block_cost=one_block_cost) \
         if holds_wide(dtype, op) else None
     if wide is not None and (packed is None or _wide_beats(wide, packed)):
-        return wide
-    merged = memory_merge_config(cols, dev, rows, itemsize) if packed is None or packed.cluster == MAX_CLUSTER else None
-    if merged is not None and (packed is None or (merged.cluster < packed.cluster and
-                                                  memory_merge_pays(merged, rows, dev))):
-        return merged
-    return packed
+        plan = wide
+    else:
+        merged = memory_merge_config(cols, dev, rows, itemsize) if packed is None or packed.cluster == MAX_CLUSTER \
+            else None
+        plan = merged if merged is not None and (packed is None or (
+            merged.cluster < packed.cluster and memory_merge_pays(merged, rows, dev, itemsize))) else packed
+    if itemsize != ITEMSIZE and packed is not None and packed.blocks_per_sm == 1 and 1 < packed.cluster < MAX_CLUSTER:
+        group = memory_merge_config(cols, dev, rows, itemsize, (HALVES_MERGE_BLOCKS_PER_SM,))
+        if group is not None and memory_merge_rounds(group, rows, dev) >= MEMORY_MERGE_MIN_ROUNDS and \
+                _held_per_sm(group) >= HALVES_MERGE_MIN_HELD * _held_per_sm(plan):
+            return group
+    return plan
+
+
+def _held_per_sm(config: ClusterConfig) -> int:
+    """16-byte vectors a plan holds on each SM (per array)."""
+    return config.threads * config.vpt * config.blocks_per_sm
 
 
 # Memory-merged groups (single_read.cu, SR_MEMORY_MERGE): rows that need a
@@ -854,15 +867,51 @@ MEMORY_MERGE_OVER_SMEM_ROUNDS = 64
 # ptxas (NVRTC 12.9) spilled 8 bytes in the float32 build at 22 and 23 vectors
 # per thread (512 and 256 threads), none at 24: those plans take 24.
 MEMORY_MERGE_FLOAT_SPILLING_VPT = (22, 23)
+# Halves whose packed plan is a cluster at one block per SM (rows past the
+# 393216 elements a cluster of 8 holds at two blocks per SM, up to 786432) take
+# a memory-merged group at two blocks per SM wherever it has
+# MEMORY_MERGE_MIN_ROUNDS rounds and holds HALVES_MERGE_MIN_HELD times the
+# vectors per SM of the cluster plan (packed or wide) it replaces: every block
+# slot busy (resident clusters of 8 and 16 leave 12-20 SMs idle), more bytes
+# in flight, and a second block per SM hides the halves' instructions and the
+# merge's wait, as for clusters (HALVES_ONE_BLOCK_COST).  Where the cluster
+# holds as much per SM, its merge through distributed shared memory beats
+# the group's through device memory.
+# H200, 2026-12-02 (notes/tune-runs/2026-12-02-memory-merge-halves-log-p65.txt,
+# ÷ torch copy_, each plan twice): 4096 x 500000 bfloat16 softmax, groups of
+# 11 x 256 x 23, 1.05-1.06 against the wide cluster 16 x 512 x 8's 1.36 (and
+# groups at one block per SM, 6 x 512 x 21, 1.16), log_softmax 1.12-1.13
+# against the cluster 8 x 512 x 16's 1.16 (float16 1.12 against 1.19); 2048 x
+# 786432 bfloat16 softmax 16 x 256 x 24 1.08 against 16 x 512 x 12w's 1.11-1.12,
+# log_softmax 1.02-1.03 against 8 x 512 x 24's 1.01 (float16 level at 1.02).
+# Shorter rows keep their clusters of two blocks per SM: groups there ran from
+# 2 % ahead to 2 % behind (bfloat16 log_softmax 393216 1.09 against 1.11,
+# 300000 1.12 against 1.11, 151936 1.01 against 0.99; softmax 393216 1.13
+# against the wide 1.10, -p64.txt), and float32 groups of every SM lost 3-7 %
+# to the clusters at every length (p64).  By vectors held per SM, group ÷
+# cluster (-p66.txt, auto then with the group against the cluster): float16
+# log_softmax 4096 and 16384 x 400000 (1.69 x) 1.12 / 1.10-1.13 against 1.18 /
+# 1.17, 1024 x 500000 (1.44 x) 1.17 against 1.22, 4096 x 600001 (1.23 x) 1.13-1.14
+# against 1.16, but 264 x 700000 (1.05 x) 1.30-1.31 against 1.23 and 528 x
+# 786432 (1.0 x) 1.23 against 1.18; bfloat16 softmax, against wide clusters of
+# 16 (2-3.5 x), 4096 x 400000 1.18 against 1.74, 4096 x 600001 1.19 against
+# 1.43, 1024 x 500000 1.23 against 1.55, 528 x 786432 level (1.26-1.28 against
+# 1.28-1.29).  At two rows per SM or fewer, cluster_row stays ahead of the
+# groups (264 x 500000 bf16 softmax 1.29-1.30 against 1.36-1.39, 132 x 700000
+# 1.26 against 1.44; _cluster_row_first).
+HALVES_MERGE_BLOCKS_PER_SM = 2
+HALVES_MERGE_MIN_HELD = 1.1
 
 
 @functools.lru_cache(maxsize=256)
-def memory_merge_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE) -> ClusterConfig | None:
-    """single_read's memory-merged plan for `rows` rows of `cols` elements on `dev`, or None
-    (a row longer than every resident block holds together)."""
+def memory_merge_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: int = ITEMSIZE,
+                        blocks_per_sm_choices: tuple[int, ...] = (1, 2)) -> ClusterConfig | None:
+    """single_read's memory-merged plan for `rows` rows of `cols` elements on `dev` with one of
+    `blocks_per_sm_choices` blocks per SM, or None (a row longer than every resident block holds
+    together)."""
     vecs = _row_vecs(cols, itemsize)
     best, best_cost = None, math.inf
-    for blocks_per_sm in (1, 2):
+    for blocks_per_sm in blocks_per_sm_choices:
         resident = dev.sm_count * blocks_per_sm
         budget = _smem_budget(dev, blocks_per_sm)
         for group in range(2, resident + 1):
@@ -881,11 +930,14 @@ def memory_merge_config(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsiz
     return best
 
 
-def memory_merge_pays(config: ClusterConfig, rows: int, dev: DeviceInfo) -> bool:
+def memory_merge_pays(config: ClusterConfig, rows: int, dev: DeviceInfo, itemsize: int = ITEMSIZE) -> bool:
     """Whether auto takes a memory-merged plan: slices of MEMORY_MERGE_MIN_SLICE vectors
-    or more, groups of at most MEMORY_MERGE_MAX_GROUP blocks, and MEMORY_MERGE_MIN_ROUNDS
-    rounds of resident groups or more."""
-    return config.threads * config.vpt >= MEMORY_MERGE_MIN_SLICE and config.cluster <= MEMORY_MERGE_MAX_GROUP and \
+    or more (any slice for halves at HALVES_MERGE_BLOCKS_PER_SM blocks per SM), groups of at
+    most MEMORY_MERGE_MAX_GROUP blocks, and MEMORY_MERGE_MIN_ROUNDS rounds of resident groups
+    or more."""
+    long_enough = config.threads * config.vpt >= MEMORY_MERGE_MIN_SLICE or (
+        itemsize != ITEMSIZE and config.blocks_per_sm == HALVES_MERGE_BLOCKS_PER_SM)
+    return long_enough and config.cluster <= MEMORY_MERGE_MAX_GROUP and \
         memory_merge_rounds(config, rows, dev) >= MEMORY_MERGE_MIN_ROUNDS
 
 
@@ -1919,12 +1971,13 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     elif _cluster_row_first(shape, dev) and "cluster_row" not in names:
         names = ("cluster_row",) + names
     merged = _memory_merged_plan(shape, dev)
-    if merged is not None:  # single_read first where its memory-merged plan pays, else not at all
-        pays = memory_merge_pays(merged, shape.rows, dev)
+    if merged is not None:  # single_read first (after cluster_row) where its memory-merged plan pays, else not at all
+        pays = memory_merge_pays(merged, shape.rows, dev, shape.itemsize)
         if "multi_block_smem" in names:  # ahead of it in small groups and many rounds only
             pays = pays and merged.cluster <= MEMORY_MERGE_OVER_SMEM_GROUP and \
                 memory_merge_rounds(merged, shape.rows, dev) >= MEMORY_MERGE_OVER_SMEM_ROUNDS
-        names = ("single_read",) * pays + tuple(n for n in names if n != "single_read")
+        first = names[:1] if names[:1] == ("cluster_row",) else ()  # the halves' groups come after it
+        names = first + ("single_read",) * pays + tuple(n for n in names[len(first):] if n != "single_read")
     names = names + tuple(n for n in FALLBACKS if n not in names)
     return tuple(_REGISTRY[n] for n in names
                  if _REGISTRY[n].unsupported_reason(shape.cols, dev, shape.dtype, shape.op) is None)

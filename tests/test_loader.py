@@ -53,7 +53,7 @@ def _memory_merged_plans():
     """single_read's memory-merged plans (one build per block shape and dtype/op), with the
     line shift, and the small groups the GPU tests force."""
     found = {}
-    for cols in (393217, 500001, 786433, 1 << 20, 2_000_003, 1 << 22):
+    for cols in (393217, 500001, 600001, 786432, 786433, 1 << 20, 2_000_003, 1 << 22):
         for rows in (32, 4096):
             for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax")):
                 plan = V.single_read_plan(cols, H200, rows, dtype, op)

@@ -329,6 +329,34 @@ def test_half_softmax_takes_the_wide_plan_where_it_was_measured_faster(dtype, ro
         assert c == V.single_read_config(cols, H200, rows, V.DTYPES[dtype], one_block_cost=V.HALVES_ONE_BLOCK_COST)
 
 
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", HALVES)
+def test_halves_take_groups_of_two_blocks_per_sm_where_the_cluster_has_one(dtype, op):
+    """Halves past the 393216 elements a cluster of 8 holds at two blocks per SM (packed
+    clusters of 8, or wide of 16, at one block per SM) take a memory-merged group at two
+    blocks per SM where it has MEMORY_MERGE_MIN_ROUNDS rounds and holds HALVES_MERGE_MIN_HELD
+    times the cluster's vectors per SM; auto takes it first, after cluster_row where that goes
+    first.  Too few rows, and full clusters, keep the cluster; shorter rows keep their clusters
+    of two blocks per SM; float32 keeps its groups of any blocks per SM."""
+    for rows, cols in ((4096, 500000), (4096, 400000), (1300, 393217), (1024, 600001), (300, 500001)):
+        c = V.single_read_plan(cols, H200, rows, dtype, op)
+        assert c.memory_merge and c.blocks_per_sm == V.HALVES_MERGE_BLOCKS_PER_SM, (rows, cols, c)
+        assert c.capacity_vecs >= -(-cols // 8) and V.memory_merge_rounds(c, rows, H200) >= V.MEMORY_MERGE_MIN_ROUNDS
+        assert V.memory_merge_pays(c, rows, H200, 2) and not V.memory_merge_pays(c, rows, H200)
+        assert V.preferences(V.Shape(rows, cols, cols, cols, itemsize=2, dtype=dtype, op=op), H200)[0].name == \
+            "single_read"
+    few = V.single_read_plan(500000, H200, 32, dtype, op)
+    assert not few.memory_merge and few.blocks_per_sm == 1
+    first = V.preferences(V.Shape(264, 500000, 500000, 500000, itemsize=2, dtype=dtype, op=op), H200)
+    assert [v.name for v in first[:2]] == ["cluster_row", "single_read"]
+    full = V.single_read_plan(786432, H200, 4096, dtype, op)  # a full cluster of 8 x 512 x 24 packed; wide of 16 x 512 x 12
+    assert full.memory_merge == (op == "softmax"), full
+    for cols in (151936, 393216):
+        c = V.single_read_plan(cols, H200, 4096, dtype, op)
+        assert not c.memory_merge and (c.blocks_per_sm == 2 or c.wide), c
+    assert V.single_read_plan(500000, H200, 4096, "float32", op) == V.memory_merge_config(500000, H200, 4096)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_memory_merged_groups_take_the_place_of_clusters_of_16_where_they_pay(dtype):
     """4096 rows of 786433 halves (393217 floats): a group of 9-10 blocks; 32 rows: too few
@@ -403,8 +431,9 @@ def test_rows_past_the_wide_limit_get_the_packed_plan(dev, dtype):
     assert limit == V._single_read_limit(dev, dtype, "log_softmax")
     assert V.get_variant("single_read").max_cols(dev, dtype) == V._single_read_max_cols(dev, dtype) > limit
     for rows in WIDE_ROWS:
-        for cols in (wide_limit - 1, wide_limit):
-            assert V.single_read_plan(cols, dev, rows, dtype).wide
+        for cols in (wide_limit - 1, wide_limit):  # wide, or where it has the rounds the halves' group
+            c = V.single_read_plan(cols, dev, rows, dtype)
+            assert c.wide or (c.memory_merge and c.blocks_per_sm == V.HALVES_MERGE_BLOCKS_PER_SM), c
         for cols in (wide_limit + 1, (wide_limit + limit) // 2, limit):
             c = V.single_read_plan(cols, dev, rows, dtype)
             assert not c.wide and (c == V.single_read_config(cols, dev, rows, 2) or c.memory_merge)
