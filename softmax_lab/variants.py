@@ -783,13 +783,14 @@ def _wide_beats(wide: ClusterConfig, packed: ClusterConfig) -> bool:
 @functools.lru_cache(maxsize=256)  # auto's preferences and the prepare both ask for it
 def single_read_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str = "float32",
                      op: str = "softmax") -> ClusterConfig | None:
-    """single_read's plan for a forward op (the rule's five steps): for halves whose packed
-    plan is a cluster at one block per SM, a memory-merged group at two blocks per SM where
-    it has enough rounds (HALVES_MERGE_BLOCKS_PER_SM); for half softmax the wide plan where
-    one holds the row and _wide_beats the packed plan; else the packed (or float32) one
-    (halves: HALVES_ONE_BLOCK_COST), or in its place a smaller memory-merged group where the
-    packed plan takes a cluster of MAX_CLUSTER blocks and the group pays; past a cluster's
-    limit the memory-merged plan; None past every block's."""
+    """single_read's plan for a forward op (the rule's five steps): for half softmax the wide
+    plan where one holds the row and _wide_beats the packed plan; else the packed (or
+    float32) one (halves: HALVES_ONE_BLOCK_COST), or in its place a smaller memory-merged
+    group where the packed plan takes a cluster of MAX_CLUSTER blocks and the group pays;
+    past a cluster's limit the memory-merged plan; None past every block's.  For halves
+    whose packed plan is a cluster at one block per SM, a memory-merged group at two blocks
+    per SM takes the place of that plan where the group pays and holds HALVES_MERGE_MIN_HELD
+    times its vectors per SM (HALVES_MERGE_BLOCKS_PER_SM)."""
     itemsize = DTYPES[dtype]
     one_block_cost = HALVES_ONE_BLOCK_COST if itemsize != ITEMSIZE else 0.0
     packed = single_read_config(cols, dev, rows, itemsize, one_block_cost=one_block_cost)
@@ -804,7 +805,7 @@ def single_read_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str
             merged.cluster < packed.cluster and memory_merge_pays(merged, rows, dev, itemsize))) else packed
     if itemsize != ITEMSIZE and packed is not None and packed.blocks_per_sm == 1 and 1 < packed.cluster < MAX_CLUSTER:
         group = memory_merge_config(cols, dev, rows, itemsize, (HALVES_MERGE_BLOCKS_PER_SM,))
-        if group is not None and memory_merge_rounds(group, rows, dev) >= MEMORY_MERGE_MIN_ROUNDS and \
+        if group is not None and memory_merge_pays(group, rows, dev, itemsize) and \
                 _held_per_sm(group) >= HALVES_MERGE_MIN_HELD * _held_per_sm(plan):
             return group
     return plan
