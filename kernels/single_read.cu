@@ -354,7 +354,9 @@ __device__ __forceinline__ MaxSum memory_merge(MaxSum block, unsigned long long*
 // them, all filled with the byte 0xBF.  A block's place (its
 // group, its rank) is its ticket: blocks take tickets as they start, so the
 // blocks of a group that waits are running, or start once an earlier group's
-// blocks leave; the launch cannot deadlock.
+// blocks leave; the launch cannot deadlock.  (Launches on several streams
+// could each hold part of the GPU and wait for blocks that cannot start: the
+// launcher makes the launch cooperative, every block resident at once.)
 extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #if SR_CLUSTER > 1
     __cluster_dims__(SR_CLUSTER, 1, 1)

@@ -956,10 +956,10 @@ def memory_merge_slice(config: ClusterConfig, shape: Shape) -> int:
 def _memory_merge_launcher(make_kernel: Callable, config: ClusterConfig, shape: Shape, dev: DeviceInfo,
                            groups: int | None, name: str) -> Launcher:
     """_cluster_launcher for a memory-merged plan (which holds the row: the caller
-    checks its capacity): a persistent launch of as many groups as can be resident
-    at once (`groups` where given); each call takes its slots (rows x group pairs
-    and the ticket counter) from CuPy's pool on the call's stream, filled with the
-    byte 0xBF."""
+    checks its capacity): a persistent, cooperative launch of as many groups as can
+    be resident at once (`groups` where given, at most those); each call takes its
+    slots (rows x group pairs and the ticket counter) from CuPy's pool on the call's
+    stream, filled with the byte 0xBF."""
     try:
         kernel = make_kernel(config, dev)
         resident = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
@@ -969,17 +969,22 @@ def _memory_merge_launcher(make_kernel: Callable, config: ClusterConfig, shape: 
     if config.cluster > resident:
         raise CannotRun(f"variant {name!r}: a group of {config.cluster} blocks of {config} cannot be resident "
                         f"at once on {dev.name} ({resident} blocks can)")
-    groups = min(shape.rows, groups or resident // config.cluster)
+    most = resident // config.cluster
+    groups = min(shape.rows, groups or most, most)
     words, scalars = shape.rows * config.cluster + 1, shape.scalars()
     extra = (np.int64(config.cluster), np.int64(memory_merge_slice(config, shape)))
-    grid, block = (groups * config.cluster,), (config.threads,)
+    grid, block, function = (groups * config.cluster,), (config.threads,), kernel.kernel
 
     def launch(x: int, y: int, stream) -> None:
         with stream:
             slots = cupy.empty(words, dtype=cupy.uint64)
         cupy.cuda.runtime.memsetAsync(slots.data.ptr, 0xBF, slots.nbytes, stream.ptr)
-        kernel(grid, block, (_ptr(x), _ptr(y), *scalars, *extra, slots), stream=stream,
-               shared_mem=config.smem_bytes)
+        # Cooperative, as multi_block_smem's launch: a group's blocks wait for each other, so two
+        # launches on two streams that each had part of the GPU resident could each hold blocks
+        # waiting for blocks of their own that cannot start.  The driver starts a cooperative grid
+        # only with every block resident.
+        function(grid, block, (_ptr(x), _ptr(y), *scalars, *extra, slots), stream=stream,
+                 shared_mem=config.smem_bytes, enable_cooperative_groups=True)
 
     return launch
 

@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 from sanitizer import run_sanitized
+from several_streams import assert_finishes_on_several_streams
 from test_single_read_dtypes_gpu import _error, _hopper, _input, _launch, _ok, _poisoned_out, _torch
 
 import softmax_lab
@@ -97,6 +98,18 @@ def test_above_2_to_the_31_elements(dtype, rows, cols):  # 2.2e9 elements
         assert _ok(_error(y[r : r + 1], x[r : r + 1], dtype, "softmax"), dtype), r
     del x, y
     torch.cuda.empty_cache()
+
+
+def test_launches_on_several_streams_finish():
+    """Groups of more than a third of the GPU's blocks (3M float32 columns: 66 blocks), launched on
+    six streams at once.  Three grids could each start fewer blocks than a group and wait for blocks
+    of their own that cannot start; the launch is cooperative (every block of a grid resident
+    together), so none does (run in a child process with a timeout, so that a hang fails the test)."""
+    dev = _hopper()
+    rows, cols = 8, 3_000_017
+    plan = V.single_read_plan(cols, dev, rows)
+    assert plan.memory_merge and 3 * (plan.cluster - 1) >= dev.sm_count * plan.blocks_per_sm, plan
+    assert_finishes_on_several_streams("single_read", rows, cols, 6)
 
 
 SANITIZER_SCRIPT = textwrap.dedent(

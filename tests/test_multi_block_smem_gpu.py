@@ -9,12 +9,12 @@ compute-sanitizer.  Halves within 1 ulp of the dtype against
 float64, float32 within 1e-6 relative (tests/test_single_read_dtypes_gpu.py).
 Skipped without a GPU (conftest.py)."""
 
-import subprocess
 import sys
 import textwrap
 
 import pytest
 from sanitizer import run_sanitized
+from several_streams import assert_finishes_on_several_streams
 from test_single_read_dtypes_gpu import _error, _hopper, _input, _launch, _ok, _poisoned_out, _torch
 
 import softmax_lab
@@ -129,36 +129,13 @@ def test_above_2_to_the_31_elements(dtype, rows, cols):  # 2.2e9 elements
     torch.cuda.empty_cache()
 
 
-CONCURRENT_SCRIPT = textwrap.dedent(
-    """
-    import cupy as cp, softmax_lab
-    from softmax_lab.reference import relative_error, softmax_reference
-    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(3)]
-    xs = [cp.random.default_rng(i).standard_normal((6, (1 << 22) + i), dtype=cp.float32) for i in range(3)]
-    ys = [cp.full_like(x, cp.nan) for x in xs]
-    for _ in range(20):
-        for stream, x, y in zip(streams, xs, ys):
-            with stream:
-                softmax_lab.softmax(x, variant="multi_block_smem", out=y)
-    cp.cuda.Device().synchronize()
-    for x, y in zip(xs, ys):
-        assert relative_error(y[::5], softmax_reference(x[::5])) < 1e-6
-    print("finished")
-    """
-)
-
-
 def test_launches_on_several_streams_finish():
     """Rows that need more than half of the GPU's slots, on three streams at once: the launches
     are cooperative (every block of a grid resident together), so two grids never each hold part
     of the GPU and wait for blocks of their own that cannot start (run in a child process with a
     timeout, so that a hang fails the test)."""
     _hopper()
-    try:
-        done = subprocess.run([sys.executable, "-c", CONCURRENT_SCRIPT], capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        pytest.fail("concurrent multi_block_smem launches did not finish in 300 s")
-    assert done.returncode == 0 and "finished" in done.stdout, done.stderr[-3000:]
+    assert_finishes_on_several_streams("multi_block_smem", 6, 1 << 22, 3)
 
 
 SANITIZER_SCRIPT = textwrap.dedent(
