@@ -1904,6 +1904,15 @@ FALLBACKS = ("two_pass", "multi_block")
 # 128000 1.05 against 1.09; odd rows lost (128255 1.11 against 1.09, 128257
 # 1.13 against 1.10, 100003 1.21 against 1.10 in p49), clusters of 16 level
 # (2048 x 262144 bf16 1.109 against 1.110, fp16 1.117 against 1.104).
+# Ahead of single_read's memory-merged group wherever cluster_row's plan is a
+# cluster of the group's blocks at the group's blocks per SM, holding as much
+# on each SM: the same slices, merged on chip (twenty-fifth session,
+# notes/tune-runs/2026-12-02-halves-group-or-cluster-p67.txt, bf16 softmax ÷
+# copy: 396-2112 x 786432, cluster_row's 16 x 256 x 24 x 2 1.14-1.17 against
+# the group's 16 x 256 x 24 x 2 1.21-1.35).  On the H200 these are the half
+# softmax rows of about 689000-786432 columns; where the group is smaller
+# than cluster_row's cluster (500000, 600001: 11 and 13 blocks against 16 of
+# fewer vectors) the group won from 792 rows (1.20-1.25 against 1.28-1.32).
 CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES = 16384
 CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
 CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM = 4
@@ -1933,6 +1942,10 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
         return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or (
             shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count and
             (_rows_aligned(shape) or plan.blocks_per_sm > 1))
+    merged = _memory_merged_plan(shape, dev)
+    if merged is not None and (merged.cluster, merged.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm) and \
+            _held_per_sm(plan) >= _held_per_sm(merged):
+        return True  # the group's own blocks, merged through distributed shared memory, not device memory
     if shape.itemsize == ITEMSIZE:
         if plan.cluster < CLUSTER_ROW_ANY_ROWS_CLUSTER or (
                 plan.cluster == CLUSTER_ROW_ANY_ROWS_CLUSTER and plan.blocks_per_sm >= CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM):

@@ -357,6 +357,22 @@ def test_halves_take_groups_of_two_blocks_per_sm_where_the_cluster_has_one(dtype
     assert V.single_read_plan(500000, H200, 4096, "float32", op) == V.memory_merge_config(500000, H200, 4096)
 
 
+@pytest.mark.parametrize("dtype", HALVES)
+def test_cluster_row_goes_ahead_of_a_group_of_its_own_blocks(dtype):
+    """Half softmax whose memory-merged group is a cluster_row cluster (16 blocks of 256 x 22-24
+    vectors at two per SM, about 690000-786432 columns): cluster_row first, the same slices
+    merged on chip; single_read's group next.  Where the group has fewer blocks (600001) the
+    group stays first; log_softmax (a cluster of 8 at one block per SM there) keeps single_read."""
+    for rows, cols in ((4096, 786432), (528, 786432), (1056, 750001), (16384, 737281)):
+        shape = V.Shape(rows, cols, cols, cols, itemsize=2, dtype=dtype, op="softmax")
+        merged, plan = V.single_read_plan(cols, H200, rows, dtype), V.cluster_row_plan(cols, H200, rows, 2)
+        assert merged.memory_merge and (merged.cluster, merged.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm)
+        assert [v.name for v in V.preferences(shape, H200)[:2]] == ["cluster_row", "single_read"], (rows, cols)
+    for rows, cols, op in ((4096, 600001, "softmax"), (1056, 500000, "softmax"), (4096, 786432, "log_softmax")):
+        shape = V.Shape(rows, cols, cols, cols, itemsize=2, dtype=dtype, op=op)
+        assert V.preferences(shape, H200)[0].name == "single_read", (rows, cols, op)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_memory_merged_groups_take_the_place_of_clusters_of_16_where_they_pay(dtype):
     """4096 rows of 786433 halves (393217 floats): a group of 9-10 blocks; 32 rows: too few
