@@ -1912,7 +1912,7 @@ FALLBACKS = ("two_pass", "multi_block")
 # the group's 16 x 256 x 24 x 2 1.21-1.35).  On the H200 these are the half
 # softmax rows of about 689000-786432 columns; where the group is smaller
 # than cluster_row's cluster (500000, 600001: 11 and 13 blocks against 16 of
-# fewer vectors) the group won from 792 rows (1.20-1.25 against 1.28-1.32).
+# fewer vectors) the group won but at 396-528 x 500000 (1-2 % behind there).
 CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES = 16384
 CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
 CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM = 4
