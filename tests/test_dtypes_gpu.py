@@ -196,3 +196,29 @@ def test_repeated_calls_keep_op_and_dtype_apart(dtype):
             assert FUNCTIONS[op](x, out=out) is out
             torch.cuda.synchronize()
             assert _ok(_error(out, x, dtype, op), dtype), (op, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_above_2_to_the_31_elements_where_cluster_row_takes_the_group_s_place(dtype):
+    """Half softmax of 786432 columns from 1056 rows is cluster_row's (a cluster of the
+    memory-merged group's own blocks, variants._cluster_row_first): 2731 rows, 2.15e9 elements, a
+    poisoned output, rows checked at both ends and in the middle; then auto on x[:, 1:] of
+    786431 columns (unaligned rows, cluster_row's plan at the same blocks)."""
+    torch = _torch()
+    import softmax_lab.variants  # noqa: F401
+
+    dev = softmax_lab.device_info()
+    rows, cols = 2731, 786432
+    assert rows * cols > 2**31 and softmax_lab.choose(rows, cols, dev, dtype).name == "cluster_row"
+    try:
+        base = torch.randn(rows, cols, device="cuda").to(getattr(torch, dtype))
+        out = torch.full_like(base, float("nan"))
+    except torch.cuda.OutOfMemoryError:
+        pytest.skip("not enough device memory")
+    for x, y in ((base, out), (base[:, 1:], out[:, 1:])):
+        softmax_lab.softmax(x, out=y)
+        torch.cuda.synchronize()
+        idx = [0, 1, rows // 2, rows - 2, rows - 1]
+        assert _ok(_error(y[idx], x[idx], dtype, "softmax"), dtype)
+    del base, out
+    torch.cuda.empty_cache()

@@ -309,6 +309,7 @@ SANITIZER_SCRIPT = textwrap.dedent(
                 run(dtype, op, 3, 151936, 1, 3, config=V.single_read_plan(151936, dev, 4096, dtype, op))
                 for cols in (1000, 40001, 128256):  # cluster_row's halves: exp_elem in the sums (and outputs)
                     run(dtype, op, 3, cols, 1, 3, variant="cluster_row")
+                run(dtype, op, 3, 786431, 1, 3, variant="cluster_row")  # 16 x 256 x 24 x 2: auto's, past 1056 rows
                 run(dtype, op, 3, 40001, 1, 3, variant="multi_block_l2")  # the same, over 3 chunks a row
     torch.cuda.synchronize()
     assert not wrong, wrong
