@@ -811,8 +811,8 @@ def single_read_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, dtype: str
     return plan
 
 
-def _held_per_sm(config: ClusterConfig) -> int:
-    """16-byte vectors a plan holds on each SM (per array)."""
+def _held_per_sm(config) -> int:
+    """16-byte vectors a plan (a ClusterConfig, or cluster_row's RowClusterPlan) holds on each SM (per array)."""
     return config.threads * config.vpt * config.blocks_per_sm
 
 
@@ -1927,8 +1927,9 @@ CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER = 2
 CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 1
 
 
-def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
-    """Whether auto tries cluster_row first (forward shapes come here past the warps' rows)."""
+def _cluster_row_first(shape: Shape, dev: DeviceInfo, merged: ClusterConfig | None) -> bool:
+    """Whether auto tries cluster_row first (forward shapes come here past the warps' rows);
+    `merged` is single_read's memory-merged plan for the shape, or None (_memory_merged_plan)."""
     if shape.backward and (shape.cols * shape.itemsize <= CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES or
                            shape.itemsize != ITEMSIZE):
         return False
@@ -1942,7 +1943,6 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo) -> bool:
         return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or (
             shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count and
             (_rows_aligned(shape) or plan.blocks_per_sm > 1))
-    merged = _memory_merged_plan(shape, dev)
     if merged is not None and (merged.cluster, merged.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm) and \
             _held_per_sm(plan) >= _held_per_sm(merged):
         return True  # the group's own blocks, merged through distributed shared memory, not device memory
@@ -1985,11 +1985,11 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     The api takes the first whose prepare() does not raise CannotRun."""
     rules = BACKWARD_AUTO_RULES if shape.backward else AUTO_RULES
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
+    merged = _memory_merged_plan(shape, dev)
     if warp_row_plan(shape.cols, shape.itemsize, shape.op) is not None:
         names = ("single_read",) + names  # a block of warps per row (single_read_warp)
-    elif _cluster_row_first(shape, dev) and "cluster_row" not in names:
+    elif _cluster_row_first(shape, dev, merged) and "cluster_row" not in names:
         names = ("cluster_row",) + names
-    merged = _memory_merged_plan(shape, dev)
     if merged is not None:  # single_read first (after cluster_row) where its memory-merged plan pays, else not at all
         pays = memory_merge_pays(merged, shape.rows, dev, shape.itemsize)
         if "multi_block_smem" in names:  # ahead of it in small groups and many rounds only

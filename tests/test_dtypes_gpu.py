@@ -205,8 +205,6 @@ def test_above_2_to_the_31_elements_where_cluster_row_takes_the_group_s_place(dt
     poisoned output, rows checked at both ends and in the middle; then auto on x[:, 1:] of
     786431 columns (unaligned rows, cluster_row's plan at the same blocks)."""
     torch = _torch()
-    import softmax_lab.variants  # noqa: F401
-
     dev = softmax_lab.device_info()
     rows, cols = 2731, 786432
     assert rows * cols > 2**31 and softmax_lab.choose(rows, cols, dev, dtype).name == "cluster_row"
