@@ -35,9 +35,8 @@
 // than three rows, 448 x 8 x 4 in one group is faster: 3M 1.31 against 1.36,
 // 4M 1.37-1.44 against 1.50-1.55).  The writers take the exponential (no e in
 // place: a reducer's max would have to pass to a writer).  `lag` is unused.
-// A thread sums 2 x MBS_VPT vectors: at float16 log_softmax that lost the
-// small terms of outputs near 0 (2 ulp), so the launch rule splits float32
-// only (multi_block_smem_block).
+// A reducer holds 2 x MBS_VPT vectors; halves sum them as two runs
+// (split_max_sum).
 //
 // Progress: a waiting block holds MBS_SLOTS reduced chunks.  Let r be the
 // lowest row with a chunk not yet reduced; the rows below it are complete,
@@ -170,6 +169,22 @@ __device__ __forceinline__ bool row_total_ready(const unsigned long long* slots,
 __device__ __forceinline__ void load_from_slot(raw_t (&raw)[MBS_GVPT], const raw_t* slot, int count) {
 #pragma unroll
     for (int j = 0; j < MBS_GVPT; ++j) raw[j] = j < count ? slot[j * MBS_GROUP] : raw_neg_inf();
+}
+
+// A split reducer's (max, sum) of its 2 x MBS_VPT vectors.  Halves sum the two
+// runs of MBS_VPT apart and merge them: one sum of 16 half vectors that holds
+// the row's max loses the terms below half its last place, which float16
+// log_softmax's outputs near 0 need (tests/test_dtypes_gpu.py
+// test_log_softmax_near_0: 2.09 ulp in one sum, probe 61).  float32 keeps one sum.
+__device__ __forceinline__ MaxSum split_max_sum(const raw_t (&raw)[MBS_GVPT]) {
+#if SOFTMAX_DTYPE == 0
+    return held_max_sum<MBS_EXP_ELEM>(raw);
+#else
+    raw_t first[MBS_VPT], second[MBS_VPT];
+#pragma unroll
+    for (int j = 0; j < MBS_VPT; ++j) first[j] = raw[j], second[j] = raw[MBS_VPT + j];
+    return merge(held_max_sum<MBS_EXP_ELEM>(first), held_max_sum<MBS_EXP_ELEM>(second));
+#endif
 }
 
 // Chunk 0 of a row also takes the row's scalar head and tail (u: the
@@ -385,7 +400,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
                 raw_t raw[MBS_GVPT];
                 load_from_slot(raw, held + k * MBS_SLOT_VECS + s.shift + u,
                                held_count<MBS_GROUP, MBS_GVPT>(s.v0 + u, s.v1));
-                MaxSum acc = held_max_sum<MBS_EXP_ELEM>(raw);
+                MaxSum acc = split_max_sum(raw);
                 if (c == 0) add_scalars(acc, r, u);
                 const MaxSum part = bar_merge<MBS_REDUCERS, MBS_GROUP>(acc, scratch[0]);
                 if (u == 0) publish(slots + row * chunks + c, __float_as_uint(part.max), __float_as_uint(part.sum));

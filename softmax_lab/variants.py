@@ -303,10 +303,14 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
 # split replaced: 1024 x 1048576 1.05-1.06 against 1.14, 64 x 2097152 1.02
 # against 1.09, 132 x 600001 1.20 against 1.26; at 40 x 3145728, 2.06 rows
 # held, 1.36 against the one group's 1.31; 4M columns 1.50-1.55 against
-# 1.37-1.44).  Float32 only: a split thread sums 16 vectors, not 8, and at
-# float16 log_softmax lost the small terms of outputs near 0 (2 ulp in
-# test_log_softmax_near_0 on the H200, 2026-12-02); halves keep one group
-# (auto takes multi_block_smem for float32 alone).
+# 1.37-1.44).  The same rule for halves, whose split reducers sum their 16
+# vectors as two runs of 8 (split_max_sum: one sum of 16 lost the small terms
+# of float16 log_softmax's outputs near 0, 2 ulp); their one-group build is
+# slower than multi_block_l2, so auto takes halves here in the split alone
+# (probe 69, H200, 2026-12-02, bf16 softmax / fp16 log_softmax ÷ copy, split
+# against one group of 448 and multi_block_l2: 132 x 1048576 1.42 / 1.23
+# against 1.71 / 1.63 and 1.48 / 1.40; 132 x 4194304 1.36 / 1.18 against
+# 1.61 / 1.52 and 1.44 / 1.42).
 MBS_THREADS, MBS_SPLIT_THREADS, MBS_VPT = 448, 512, 8
 MBS_SPLIT_MIN_ROWS = 3
 MBS_STATIC_SMEM = 1024  # the kernel's own shared memory (mbarriers, slot records, scratch): 384 / 640 (split) bytes at sm_90
@@ -327,7 +331,7 @@ def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo) -> tuple[i
     """(threads, vectors per thread, blocks per SM, split schedule) for rows of `cols` elements of `itemsize` bytes."""
     vecs = _row_vecs(cols, itemsize)
     split_slots = dev.sm_count * multi_block_smem_slots(dev, MBS_SPLIT_THREADS, MBS_VPT, 1)
-    if itemsize == ITEMSIZE and split_slots >= MBS_SPLIT_MIN_ROWS * -(-vecs // (MBS_SPLIT_THREADS * MBS_VPT)):
+    if split_slots >= MBS_SPLIT_MIN_ROWS * -(-vecs // (MBS_SPLIT_THREADS * MBS_VPT)):
         return MBS_SPLIT_THREADS, MBS_VPT, 1, True
     return MBS_THREADS, MBS_VPT, 1, False
 
@@ -853,8 +857,8 @@ MEMORY_MERGE_ROUND_VECS = 4700
 MEMORY_MERGE_MIN_SLICE = 10000  # vectors a block holds (512 threads of 20 or more)
 MEMORY_MERGE_MAX_GROUP = 32
 MEMORY_MERGE_MIN_ROUNDS = 8
-# Where multi_block_smem runs the row (float32 forward), the memory-merged
-# plan goes first only in groups of at most MEMORY_MERGE_OVER_SMEM_GROUP
+# Where multi_block_smem runs the row (forward), the memory-merged
+# plan goes first for float32 only, and only in groups of at most MEMORY_MERGE_OVER_SMEM_GROUP
 # blocks (a cluster's size) and from MEMORY_MERGE_OVER_SMEM_ROUNDS rounds.
 # H200, 2026-12-02 (notes/tune-runs/2026-12-02-held-chunks-p58.txt, the
 # sweep's timing, float32 softmax ÷ copy, multi_block_smem against the
@@ -862,7 +866,10 @@ MEMORY_MERGE_MIN_ROUNDS = 8
 # 132 rows, 1.13-1.14 against 1.18-1.21 at 256-1024; groups of 10-11
 # (393217-500000 columns) at 2048 rows (155-171 rounds) 1.16-1.17 against
 # 1.12-1.13 and 1300 rows (108) 1.18 against 1.13; 132 x 600001 (groups of
-# 13, 10 rounds) 1.20 against 1.33.
+# 13, 10 rounds) 1.20 against 1.33.  Halves: the split schedule against the
+# groups (probe 69, bf16 softmax / fp16 log_softmax): 1024 x 1048576 (groups
+# of 11, 85 rounds) 1.31 / 1.11 against 1.29 / 1.19, 512 x 2097152 1.31 / 1.10
+# against 1.38 / 1.27, 600 x 1500001 1.33 / 1.12 against 1.33 / 1.27.
 MEMORY_MERGE_OVER_SMEM_GROUP = 16
 MEMORY_MERGE_OVER_SMEM_ROUNDS = 64
 # ptxas (NVRTC 12.9) spilled 8 bytes in the float32 build at 22 and 23 vectors
@@ -1649,7 +1656,7 @@ _ALL = (
         launch_rule=(f"resident blocks taking chunks of threads x {MBS_VPT} vectors in ticket order into a ring of as "
                      "many slots as shared memory holds (bulk copies); one block per SM of "
                      f"{MBS_SPLIT_THREADS} threads in two groups (one reducing, one writing) where its slots hold "
-                     f"{MBS_SPLIT_MIN_ROWS} float32 rows, else of {MBS_THREADS} in one group; a chunk written once its row "
+                     f"{MBS_SPLIT_MIN_ROWS} rows, else of {MBS_THREADS} in one group; a chunk written once its row "
                      "is complete (multi_block_smem_block)"),
         prepare_launch=_prepare_multi_block_smem,
         max_cols=_multi_block_smem_max_cols,
@@ -1742,10 +1749,13 @@ def get_variant(name: str) -> Variant:
 # up to 768 KB, then multi_block_l2 (H200, 2026-12-01, ÷ copy,
 # notes/tune-runs/2026-12-01-memory-merge-p6.txt: 32-512 x 1048576-4194304
 # bfloat16 softmax 1.38-1.60 against multi_block's 1.47-1.69, 1024 x 2097152
-# float16 log_softmax 1.28 against 1.44).  Float rows past 1.5 MB (393216
-# elements, where single_read needs clusters of 16) go to multi_block_l2 first
-# (H200, 2026-12-01, ÷ copy: 1300 x 500000 1.23-1.45 against single_read's
-# 1.56, 1024 x 1048576 1.29 against multi_block's 1.55).  Past these rules,
+# float16 log_softmax 1.28 against 1.44).  Rows past 1.5 MB (393216 floats,
+# where single_read needs clusters of 16; 786432 halves, past a cluster) go to
+# multi_block_smem first (the chunks held in shared memory: float32 since the
+# twenty-second session, halves in its split schedule since probe 69; halves
+# whose rows its split does not hold go on to multi_block_l2), then
+# multi_block_l2 (H200, 2026-12-01, ÷ copy: 1300 x 500000 1.23-1.45 against
+# single_read's 1.56, 1024 x 1048576 1.29 against multi_block's 1.55).  Past these rules,
 # single_read goes first wherever its plan is a memory-merged group that pays
 # (memory_merge_pays), and is left out where its plan is one that does not.
 # long_row, which reads most of a long row once, measured slower than
@@ -1759,7 +1769,8 @@ AUTO_RULES = {
         (math.inf, ("multi_block_smem", "multi_block_l2", "multi_block"))),
     2: ((16384, ("three_pass",)),
         (786432, ("single_read", "two_pass")),
-        (math.inf, ("single_read", "multi_block_l2", "multi_block"))),
+        (SINGLE_READ_FLOAT_ROW_BYTES, ("single_read", "multi_block_l2", "multi_block")),
+        (math.inf, ("multi_block_smem", "single_read", "multi_block_l2", "multi_block"))),
 }
 
 
@@ -1972,6 +1983,16 @@ def _rows_aligned(shape: Shape) -> bool:
     return _rows_start_on(VECTOR_BYTES, shape, shape.x_offset, shape.ld_x)
 
 
+def _one_round_of_clusters(shape: Shape, dev: DeviceInfo) -> bool:
+    """Whether single_read holds the rows of a forward shape in clusters (not a memory-merged
+    group) and all of them in one round of resident clusters.  Past a cluster's 786432 halves,
+    such rows go to single_read ahead of multi_block_smem (probe 69, H200, bf16 softmax / fp16
+    log_softmax ÷ copy, 1-6 rows of 900001-1500001 columns in clusters of 16, 7 resident: 1.17-2.28
+    against 1.73-2.80; at 8 rows, two rounds, 1.77-2.34 against 1.62-2.07)."""
+    plan = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
+    return plan is not None and not plan.memory_merge and shape.rows <= estimated_groups(plan, dev)
+
+
 def _memory_merged_plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | None:
     """single_read's plan for a forward shape where it is memory-merged, else None."""
     if shape.backward or dev.compute_capability < 90 or warp_row_plan(shape.cols, shape.itemsize, shape.op):
@@ -1986,6 +2007,11 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     rules = BACKWARD_AUTO_RULES if shape.backward else AUTO_RULES
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
     merged = _memory_merged_plan(shape, dev)
+    if "multi_block_smem" in names and shape.itemsize != ITEMSIZE:
+        if not multi_block_smem_block(shape.cols, shape.itemsize, dev)[3]:
+            names = tuple(n for n in names if n != "multi_block_smem")  # halves take its split schedule only
+        elif merged is None and _one_round_of_clusters(shape, dev):
+            names = ("single_read",) + tuple(n for n in names if n != "single_read")
     if warp_row_plan(shape.cols, shape.itemsize, shape.op) is not None:
         names = ("single_read",) + names  # a block of warps per row (single_read_warp)
     elif _cluster_row_first(shape, dev, merged) and "cluster_row" not in names:
@@ -1993,7 +2019,7 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     if merged is not None:  # single_read first (after cluster_row) where its memory-merged plan pays, else not at all
         pays = memory_merge_pays(merged, shape.rows, dev, shape.itemsize)
         if "multi_block_smem" in names:  # ahead of it in small groups and many rounds only
-            pays = pays and merged.cluster <= MEMORY_MERGE_OVER_SMEM_GROUP and \
+            pays = pays and shape.itemsize == ITEMSIZE and merged.cluster <= MEMORY_MERGE_OVER_SMEM_GROUP and \
                 memory_merge_rounds(merged, shape.rows, dev) >= MEMORY_MERGE_OVER_SMEM_ROUNDS
         first = names[:1] if names[:1] == ("cluster_row",) else ()  # the halves' groups come after it
         names = first + ("single_read",) * pays + tuple(n for n in names[len(first):] if n != "single_read")

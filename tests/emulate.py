@@ -15,6 +15,8 @@ result once to the dtype (round to nearest even), as the kernels do.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 F32 = np.float32
@@ -142,12 +144,19 @@ def max_then_sum_threads(body, scalars, threads: int, exp=exp_approx, scalar_ter
         s = np.zeros(threads, dtype=F32)
         for it in v:
             s = (s + exp(it - base[:, None]).sum(axis=1, dtype=F32)).astype(F32)
-        if scalar_term is not None:
-            for k, value in enumerate(scalars):
-                t = k % threads
-                m[t], s[t] = merge((m[t], s[t]), (F32(value), F32(scalar_term)))
-            return m, s
-    return add_scalars(m, s, scalars, threads)
+    return add_scalar_terms(m, s, scalars, threads, scalar_term)
+
+
+def add_scalar_terms(m, s, scalars, threads: int, scalar_term=None):
+    """Scalar k into thread k % threads's (max, sum), in place: online_add1, or given
+    `scalar_term`, elem_add1 (merge with (x, scalar_term))."""
+    if scalar_term is None:
+        return add_scalars(m, s, scalars, threads)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for k, value in enumerate(scalars):
+            t = k % threads
+            m[t], s[t] = merge((m[t], s[t]), (F32(value), F32(scalar_term)))
+    return m, s
 
 
 def warp_merge(m, s):
@@ -207,26 +216,46 @@ def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
     return write(row, m, s, op)
 
 
-def multi_block_l2(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax", exp_shift=0.0):
+def multi_block_l2(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax", exp_shift=0.0, runs=1):
     """multi_block_l2.cu: chunks of threads x vpt vectors (the scalars in chunk 0),
     each thread's max then sum, each block's (max, sum) published; thread t
     merges slots t, t + threads, ... in order (row_total), then the block
     merges the threads' pairs.  Halves (MBL2_EXP_ELEM) sum exp_elem terms,
     2^shift e^(x - m) (`exp_shift` for softmax, 0 for log_softmax), add the
-    scalars by elem_add1, and write softmax as exp_elem(x, M) / S."""
+    scalars by elem_add1, and write softmax as exp_elem(x, M) / S.  With
+    `runs`, each thread's vectors of a chunk are reduced as that many runs of
+    vpt // runs vectors, merged, then the scalars added (multi_block_smem.cu's
+    split_max_sum)."""
     body, scalars = split(row, misalign, vec)
     chunk_vecs = threads * vpt
     chunks = max(1, -(-len(body) // chunk_vecs))
     shift = exp_shift if op == "softmax" else 0.0
     knobs = dict(exp=exp_elem_of_difference(shift), scalar_term=2.0**shift) if vec == 8 else {}
-    slots = [block_merge(*max_then_sum_threads(body[c * chunk_vecs : (c + 1) * chunk_vecs],
-                                               scalars if c == 0 else scalars[:0], threads, **knobs))
+    run_vecs = threads * (vpt // runs)
+
+    def chunk_pairs(part, sc):
+        if runs == 1:
+            return max_then_sum_threads(part, sc, threads, **knobs)
+        m, s = functools.reduce(merge, [max_then_sum_threads(part[r * run_vecs : (r + 1) * run_vecs], sc[:0], threads,
+                                                             **knobs) for r in range(runs)])
+        return add_scalar_terms(m.copy(), s.copy(), sc, threads, knobs.get("scalar_term"))
+
+    slots = [block_merge(*chunk_pairs(body[c * chunk_vecs : (c + 1) * chunk_vecs], scalars if c == 0 else scalars[:0]))
              for c in range(chunks)]
     m, s = merge_all([merge_all(slots[t::threads]) for t in range(threads)])
     if vec == 8 and op == "softmax":
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             return (exp_elem(row, m, shift) * (F32(1) / s)).astype(F32)
     return write(row, m, s, op)
+
+
+def multi_block_smem(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax", exp_shift=0.0, split=False):
+    """multi_block_smem.cu: multi_block_l2's chunks, reductions, row merge and
+    writes, over a group of `threads` threads each holding vpt vectors of a
+    chunk (split: the reducers, 2 x vpt each, which for halves sum two runs of
+    vpt apart, split_max_sum)."""
+    runs = 2 if split and vec == 8 else 1
+    return multi_block_l2(row, misalign, threads, 2 * vpt if split else vpt, vec, op, exp_shift, runs)
 
 
 def multi_block_l2_lag(lag, chunks):
@@ -534,7 +563,7 @@ def run(name, stored, dtype="float32", op="softmax", misalign=0, **knobs):
     widen, the float32 algorithm with `dtype`'s vector width, one rounding.
     The kernels that take exp_elem get its shift for `dtype` (single_read's
     and its warps' for halves only)."""
-    if name in ("cluster_row", "multi_block_l2") or (name.startswith("single_read") and dtype != "float32"):
+    if name in ("cluster_row", "multi_block_l2", "multi_block_smem") or (name.startswith("single_read") and dtype != "float32"):
         knobs = {"exp_shift": EXP_SHIFT.get(dtype, 0.0)} | knobs
     out32 = ALGORITHMS[name](widen(stored, dtype), misalign, vec=VEC[dtype], op=op, **knobs)
     return to_bits(out32, dtype)
@@ -645,6 +674,7 @@ ALGORITHMS = {
     "two_pass": two_pass,
     "multi_block": multi_block,
     "multi_block_l2": multi_block_l2,
+    "multi_block_smem": multi_block_smem,
     "single_read": single_read,
     "single_read_warp": single_read_warp,
     "cluster_row": cluster_row,

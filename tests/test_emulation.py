@@ -225,6 +225,23 @@ def test_log_softmax_keeps_the_sum_near_1(name, knobs):
         assert err <= 0.55, err
 
 
+def test_multi_block_smem_split_sums_two_runs_near_0():
+    """The split schedule's reducers hold 16 vectors a chunk: summed as one run, the thread that
+    holds the row's max drops the small terms of log_softmax's outputs near 0 (1.97 ulp here,
+    2.09 on the H200); as two runs of 8 merged (split_max_sum) they stay within 1 ulp, as the
+    one-group build of 8 vectors."""
+    rng = np.random.default_rng(3)
+    one_run = []
+    for stored in _near_zero_log_rows("float16", rng):
+        ref = _reference(stored, "float16", "log_softmax")
+        for knobs in (dict(threads=256, vpt=8, split=True), dict(threads=512, vpt=8, split=False)):
+            out = run("multi_block_smem", stored, "float16", "log_softmax", **knobs)
+            assert op_error(widen(out, "float16"), ref, "float16", "log_softmax") <= 1.0, knobs
+        out = run("multi_block_l2", stored, "float16", "log_softmax", threads=256, vpt=16)
+        one_run.append(op_error(widen(out, "float16"), ref, "float16", "log_softmax"))
+    assert max(one_run) > 1.0
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_halves_split_into_8_element_vectors(dtype):
     from emulate import row_span
@@ -298,7 +315,8 @@ def test_wide_half_softmax_special_values(dtype, cluster):
 
 # ------------------------------------------------------------ halves by exp_elem (cluster_row, multi_block_l2)
 EXP_ELEM_KNOBS = {"cluster_row": [dict(cluster=1, threads=32), dict(cluster=4, threads=32)],
-                  "multi_block_l2": [dict(threads=32, vpt=2), dict(threads=64, vpt=1)]}
+                  "multi_block_l2": [dict(threads=32, vpt=2), dict(threads=64, vpt=1)],
+                  "multi_block_smem": [dict(threads=32, vpt=2, split=True), dict(threads=64, vpt=1, split=False)]}
 
 
 @pytest.mark.parametrize("name", EXP_ELEM_KNOBS)

@@ -96,6 +96,27 @@ def test_long_rows_by_the_launch_rule(dtype, op, rows, cols, x_off, y_off):
     assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
 
 
+@pytest.mark.parametrize("dtype, op", [("bfloat16", "softmax"), ("float16", "log_softmax"), ("float16", "softmax")])
+def test_auto_runs_long_half_rows_in_the_split_schedule(dtype, op):
+    """Half rows past a cluster's 786432 elements: auto takes the split schedule (x[:, 1:] and
+    an output off its row's 16-byte boundary, special values, a poisoned output)."""
+    torch = _torch()
+    dev = _hopper()
+    rows, cols = 9, 1_048_579  # more rows than one round of single_read's 7 resident clusters of 16
+    x = _input(torch, rows, cols, dtype, 1, seed=cols)
+    _special(torch, x)
+    y, yb = _poisoned_out(torch, rows, cols, dtype, 3)
+    shape = V.Shape(rows, cols, x.stride(0), y.stride(0), x.data_ptr() % 16, y.data_ptr() % 16, 2, dtype, op)
+    assert V.preferences(shape, dev)[0].name == "multi_block_smem" and V.multi_block_smem_block(cols, 2, dev)[3]
+    assert getattr(softmax_lab, op)(x, out=y) is y
+    torch.cuda.synchronize()
+    theirs = getattr(torch, op)(x.float(), dim=-1)
+    assert bool((torch.isnan(y) == torch.isnan(theirs)).all()) and bool((torch.isneginf(y) == torch.isneginf(theirs)).all())
+    for r in range(rows):
+        assert _ok(_error(y[r : r + 1], x[r : r + 1], dtype, op), dtype), r
+    assert bool(torch.isnan(yb[:, :3]).all()), "wrote before the output view"
+
+
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bitwise_the_same_whichever_block_holds_which_chunk(dtype, split):

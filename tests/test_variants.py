@@ -238,6 +238,22 @@ def test_auto_takes_memory_merged_groups_where_they_pay(rows, cols, first):
         assert "single_read" not in prefs
 
 
+@pytest.mark.parametrize("rows, cols, first", [
+    (4096, 786432, None),  # what a cluster holds keeps its rules (cluster_row or single_read)
+    (4096, 786433, "multi_block_smem"), (132, 1 << 22, "multi_block_smem"), (1, 1 << 21, "multi_block_smem"),
+    (1, 1 << 20, "single_read"), (7, 1 << 20, "single_read"),  # one round of 7 resident clusters of 16
+    (8, 1 << 20, "multi_block_smem"),  # two rounds
+    (1024, 1 << 20, "multi_block_smem"),  # ahead of the groups (11 blocks, 85 rounds) for halves
+    (132, 132 * 32768, "multi_block_smem"),  # the longest row its split holds
+    (132, 132 * 32768 + 1, "multi_block_l2"), (5, 1 << 23, "multi_block_l2"),  # one group: not taken
+])
+@pytest.mark.parametrize("dtype, op", [("bfloat16", "softmax"), ("float16", "log_softmax")])
+def test_auto_takes_multi_block_smem_split_for_long_half_rows(rows, cols, first, dtype, op):
+    prefs = [v.name for v in V.preferences(V.Shape(rows, cols, cols, cols, 0, 0, 2, dtype, op), H200)]
+    assert prefs[0] == first if first else prefs[0] in ("cluster_row", "single_read")
+    assert V.preferences(V.Shape(rows, cols, cols, cols, 0, 0, 2, dtype, op), A100)[0].name != "multi_block_smem"
+
+
 @pytest.mark.parametrize("bad", [dict(cluster=12), dict(threads=48), dict(smem_vpt=0), dict(vpt=30)])
 def test_long_row_config_rejects_what_the_kernel_cannot_run(bad):
     with pytest.raises(ValueError):
@@ -298,7 +314,9 @@ def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
     assert V.multi_block_smem_block(2_200_000, 4, H200) == (448, 8, 1, False)  # 8.8 MB: 2.9 split
     assert V.multi_block_smem_block(3 << 20, 4, H200) == (448, 8, 1, False)  # 12 MB: 2.06 split, 2.4 alone
     assert V.multi_block_smem_block(1 << 22, 4, H200) == (448, 8, 1, False)  # 16 MB: 1.5 split, 1.8 alone
-    assert V.multi_block_smem_block(1 << 20, 2, H200) == (448, 8, 1, False)  # halves: one group (split: float32)
+    assert V.multi_block_smem_block(1 << 20, 2, H200) == (512, 8, 1, True)  # halves by bytes: 2 MB rows
+    assert V.multi_block_smem_block(132 * 32768, 2, H200) == (512, 8, 1, True)  # 396 slots of 32768 halves hold 3
+    assert V.multi_block_smem_block(132 * 32768 + 1, 2, H200) == (448, 8, 1, False)
     mbs = get_variant("multi_block_smem")
     assert mbs.max_cols(H200) == 132 * 4 * 448 * 8 * 4 and mbs.max_cols(H200, "bfloat16") == 2 * mbs.max_cols(H200)
     assert mbs.unsupported_reason(1 << 20, H200) is None
