@@ -152,9 +152,12 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
     (100003, "single_read", "two_pass"),
     (393216, "single_read", "two_pass"),  # measured: two_pass before multi_block for halves
     (393217, "single_read", "multi_block_l2"),  # multi_block_l2 measured ahead of multi_block
-    (1_572_864, "single_read", "multi_block_l2"),  # a cluster of 16, full (no smaller group)
-    (1_572_865, "single_read", "multi_block_l2"),  # a memory-merged group of 18
-    (1 << 22, "multi_block_l2", "multi_block_l2"),  # groups of 44 do not pay
+    # past 1.5 MB, multi_block_smem's split schedule (tests/test_variants.py has its few-row rule):
+    (786433, "multi_block_smem", "multi_block_l2"),
+    (1_572_864, "multi_block_smem", "multi_block_l2"),  # ahead of single_read's full cluster of 16
+    (1_572_865, "multi_block_smem", "multi_block_l2"),  # and of its memory-merged group of 18
+    (1 << 22, "multi_block_smem", "multi_block_l2"),
+    (132 * 32768 + 1, "multi_block_l2", "multi_block_l2"),  # past what its split holds (groups of 44 do not pay)
 ])
 def test_auto_for_halves(dtype, op, cols, on_h200, on_a100):
     assert V.choose(4096, cols, H200, dtype, op).name == on_h200
