@@ -1988,7 +1988,7 @@ def _one_round_of_clusters(shape: Shape, dev: DeviceInfo) -> bool:
     group) and all of them in one round of resident clusters.  Past a cluster's 786432 halves,
     such rows go to single_read ahead of multi_block_smem (probe 69, H200, bf16 softmax / fp16
     log_softmax ÷ copy, 1-6 rows of 900001-1500001 columns in clusters of 16, 7 resident: 1.17-2.28
-    against 1.73-2.80; at 8 rows, two rounds, 1.77-2.34 against 1.62-2.07)."""
+    against 1.73-2.80; at 8 rows, two rounds, 1.81-2.34 against 1.62-2.07)."""
     plan = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
     return plan is not None and not plan.memory_merge and shape.rows <= estimated_groups(plan, dev)
 
