@@ -1940,7 +1940,7 @@ CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 1
 
 def _cluster_row_first(shape: Shape, dev: DeviceInfo, merged: ClusterConfig | None) -> bool:
     """Whether auto tries cluster_row first (forward shapes come here past the warps' rows);
-    `merged` is single_read's memory-merged plan for the shape, or None (_memory_merged_plan)."""
+    `merged` is single_read's plan for the shape where it is memory-merged, else None."""
     if shape.backward and (shape.cols * shape.itemsize <= CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES or
                            shape.itemsize != ITEMSIZE):
         return False
@@ -1983,22 +1983,21 @@ def _rows_aligned(shape: Shape) -> bool:
     return _rows_start_on(VECTOR_BYTES, shape, shape.x_offset, shape.ld_x)
 
 
-def _one_round_of_clusters(shape: Shape, dev: DeviceInfo) -> bool:
-    """Whether single_read holds the rows of a forward shape in clusters (not a memory-merged
-    group) and all of them in one round of resident clusters.  Past a cluster's 786432 halves,
-    such rows go to single_read ahead of multi_block_smem (probe 69, H200, bf16 softmax / fp16
-    log_softmax ÷ copy, 1-6 rows of 900001-1500001 columns in clusters of 16, 7 resident: 1.17-2.28
-    against 1.73-2.80; at 8 rows, two rounds, 1.81-2.34 against 1.62-2.07)."""
-    plan = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
-    return plan is not None and not plan.memory_merge and shape.rows <= estimated_groups(plan, dev)
+def _one_round_of_clusters(plan: ClusterConfig | None, rows: int, dev: DeviceInfo) -> bool:
+    """Whether single_read's plan holds `rows` rows in clusters (not a memory-merged group) and
+    all of them in one round of resident clusters.  Past a cluster's 786432 halves, such rows go
+    to single_read ahead of multi_block_smem (probe 69, H200, bf16 softmax / fp16 log_softmax ÷
+    copy, 1-6 rows of 900001-1500001 columns in clusters of 16, 7 resident: 1.17-2.28 against
+    1.73-2.80; at 8 rows, two rounds, 1.81-2.34 against 1.62-2.07)."""
+    return plan is not None and not plan.memory_merge and rows <= estimated_groups(plan, dev)
 
 
-def _memory_merged_plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | None:
-    """single_read's plan for a forward shape where it is memory-merged, else None."""
+def _single_read_forward_plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | None:
+    """single_read's cluster or memory-merged plan for a forward shape past the warps' rows on
+    sm_90, else None."""
     if shape.backward or dev.compute_capability < 90 or warp_row_plan(shape.cols, shape.itemsize, shape.op):
         return None
-    plan = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
-    return plan if plan is not None and plan.memory_merge else None
+    return single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
 
 
 def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
@@ -2006,11 +2005,12 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     The api takes the first whose prepare() does not raise CannotRun."""
     rules = BACKWARD_AUTO_RULES if shape.backward else AUTO_RULES
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
-    merged = _memory_merged_plan(shape, dev)
+    plan = _single_read_forward_plan(shape, dev)
+    merged = plan if plan is not None and plan.memory_merge else None
     if "multi_block_smem" in names and shape.itemsize != ITEMSIZE:
         if not multi_block_smem_block(shape.cols, shape.itemsize, dev)[3]:
             names = tuple(n for n in names if n != "multi_block_smem")  # halves take its split schedule only
-        elif merged is None and _one_round_of_clusters(shape, dev):
+        elif _one_round_of_clusters(plan, shape.rows, dev):
             names = ("single_read",) + tuple(n for n in names if n != "single_read")
     if warp_row_plan(shape.cols, shape.itemsize, shape.op) is not None:
         names = ("single_read",) + names  # a block of warps per row (single_read_warp)
