@@ -71,8 +71,8 @@
 #define CR_STREAM_LOADS 0
 #endif
 #define CR_LOAD (CR_STREAM_LOADS ? LOAD_STREAM : LOAD_KEEP)
-#ifndef CR_STORE  // the output stores' L2 policy: 0 evict-first (.cs), 1 evict-last
-#define CR_STORE SOFTMAX_BACKWARD
+#ifndef CR_STORE  // the output stores' L2 policy (common.cuh's STORE_FIRST, STORE_LAST or STORE_NORMAL)
+#define CR_STORE (SOFTMAX_BACKWARD ? STORE_LAST : STORE_FIRST)
 #endif
 // float32 softmax keeps e = e^(x - m_t) in place of x (one exponential per element).
 #define CR_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)

@@ -217,22 +217,32 @@ __device__ __forceinline__ unsigned long long l2_evict_last() {
     return policy;
 }
 
-// One 16-byte store to a 16-byte aligned address: evict-last or evict-first.
-template <bool EVICT_LAST>
+// The output stores' L2 policies: evict-first (.cs), evict-last, or a plain
+// C++ store (evict-normal), which, unlike the other two's asm with its memory
+// clobber, lets the compiler move shared-memory loads across it
+// (multi_block_smem's halves: probe 73, notes/TUNING.md, 1.40 -> 1.27 x copy
+// at bf16 132 x 1048576, where the same store as asm gained 0.5 %, probe 74;
+// single_read's cluster kernel ran 1.6-2.5 x slower with it, probe 73).
+enum { STORE_FIRST, STORE_LAST, STORE_NORMAL };
+
+// One 16-byte store to a 16-byte aligned address, by policy.
+template <int STORE>
 __device__ __forceinline__ void store_vec(float* p, float4 val) {
-    if (EVICT_LAST)
+    if (STORE == STORE_LAST)
         asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(val.x), "f"(val.y),
                      "f"(val.z), "f"(val.w), "l"(l2_evict_last())
                      : "memory");
+    else if (STORE == STORE_NORMAL)
+        *reinterpret_cast<float4*>(p) = val;
     else
         __stcs(reinterpret_cast<float4*>(p), val);
 }
 
-template <bool EVICT_LAST = false>
+template <int STORE = STORE_FIRST>
 __device__ __forceinline__ void store4(const RowSpan& r, i64 v, float4 val) {
     float* p = r.y + r.head + 4 * v;
     if (r.y_shift == 0) {
-        store_vec<EVICT_LAST>(p, val);
+        store_vec<STORE>(p, val);
     } else {
         p[0] = val.x;
         p[1] = val.y;
@@ -249,7 +259,7 @@ __device__ __forceinline__ void store4(const RowSpan& r, i64 v, float4 val) {
 // floats one by one; `first` (the first vector of a run) also stores its first
 // 4 - d floats one by one.  So a run of vectors is written with 16-byte
 // stores except for at most 3 + 3 floats at its ends.
-template <bool EVICT_LAST = false>
+template <int STORE = STORE_FIRST>
 __device__ __forceinline__ void store_shifted(const RowSpan& r, i64 j, float4 val, float4 next, bool next_valid,
                                               bool first) {
     float* p = r.y + r.head + 4 * j;
@@ -265,7 +275,7 @@ __device__ __forceinline__ void store_shifted(const RowSpan& r, i64 j, float4 va
         if (d == 1) out = make_float4(val.w, next.x, next.y, next.z);
         else if (d == 2) out = make_float4(val.z, val.w, next.x, next.y);
         else out = make_float4(val.y, val.z, val.w, next.x);
-        store_vec<EVICT_LAST>(p + 4 - d, out);
+        store_vec<STORE>(p + 4 - d, out);
     } else {
 #pragma unroll
         for (int c = 1; c < 4; ++c)
@@ -277,10 +287,10 @@ __device__ __forceinline__ void store_shifted(const RowSpan& r, i64 j, float4 va
 // (`valid` true for a prefix of the lanes): vector j + 1 comes from the next
 // lane by a shuffle, and each warp's 32 vectors are one run (31 16-byte
 // stores and up to 6 single floats).  Every lane of the warp must call it.
-template <bool EVICT_LAST = false>
+template <int STORE = STORE_FIRST>
 __device__ __forceinline__ void store4_warp(const RowSpan& r, i64 j, float4 val, bool valid) {
     if (r.y_shift == 0) {
-        if (valid) store_vec<EVICT_LAST>(r.y + r.head + 4 * j, val);
+        if (valid) store_vec<STORE>(r.y + r.head + 4 * j, val);
         return;
     }
     const unsigned lane = threadIdx.x & 31;
@@ -290,7 +300,7 @@ __device__ __forceinline__ void store4_warp(const RowSpan& r, i64 j, float4 val,
     next.z = __shfl_down_sync(0xffffffffu, val.z, 1);
     next.w = 0.f;
     const bool next_valid = __shfl_down_sync(0xffffffffu, (int)valid, 1) && lane < 31;
-    if (valid) store_shifted<EVICT_LAST>(r, j, val, next, next_valid, lane == 0);
+    if (valid) store_shifted<STORE>(r, j, val, next, next_valid, lane == 0);
 }
 
 __device__ __forceinline__ float4 mul4(float4 v, float s) { return make_float4(v.x * s, v.y * s, v.z * s, v.w * s); }

@@ -186,23 +186,25 @@ __device__ __forceinline__ float load_scalar(const RowSpanOf<T>& r, i64 i) {
 // x's alignment, else element by element.
 __device__ __forceinline__ void store_out(const RowSpan& r, i64 v, float4 val) { store4(r, v, val); }
 
-// One 16-byte store of 8 halves to an aligned address: evict-last or evict-first
-// (common.cuh's store_vec for 4 floats).
-template <bool EVICT_LAST>
+// One 16-byte store of 8 halves to an aligned address, by policy (common.cuh's
+// store_vec for 4 floats).
+template <int STORE>
 __device__ __forceinline__ void store_vec(void* p, uint4 w) {
-    if (EVICT_LAST)
+    if (STORE == STORE_LAST)
         asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(w.x), "r"(w.y),
                      "r"(w.z), "r"(w.w), "l"(l2_evict_last())
                      : "memory");
+    else if (STORE == STORE_NORMAL)
+        *reinterpret_cast<uint4*>(p) = w;
     else
         __stcs(reinterpret_cast<uint4*>(p), w);
 }
 
-template <bool EVICT_LAST = false, typename H>
+template <int STORE = STORE_FIRST, typename H>
 __device__ __forceinline__ void store_out(const RowSpanOf<H>& r, i64 v, const Floats8& val) {
     H* p = r.y + r.head + 8 * v;
     if (r.y_shift == 0) {
-        store_vec<EVICT_LAST>(p, narrow8<H>(val));
+        store_vec<STORE>(p, narrow8<H>(val));
     } else {
 #pragma unroll
         for (int c = 0; c < 8; ++c) p[c] = from_float<H>(val.v[c]);
@@ -476,15 +478,15 @@ __device__ __forceinline__ void load_held(raw_t (&raw)[V], In in, i64 first, int
 // warp's lanes holding consecutive vectors: float bodies at any alignment of y
 // keep 16-byte stores (store4_warp); half bodies misaligned with y are stored
 // element by element.
-// EVICT_LAST: the 16-byte stores with the L2 evict-last policy, else evict-first.
-template <bool EVICT_LAST = false>
+// STORE: the 16-byte stores' L2 policy (store_vec).
+template <int STORE = STORE_FIRST>
 __device__ __forceinline__ void store_chunk_vec(const RowSpan& r, i64 v, float4 val, bool valid) {
-    store4_warp<EVICT_LAST>(r, v, val, valid);
+    store4_warp<STORE>(r, v, val, valid);
 }
 
-template <bool EVICT_LAST = false, typename H>
+template <int STORE = STORE_FIRST, typename H>
 __device__ __forceinline__ void store_chunk_vec(const RowSpanOf<H>& r, i64 v, const Floats8& val, bool valid) {
-    if (valid) store_out<EVICT_LAST>(r, v, val);
+    if (valid) store_out<STORE>(r, v, val);
 }
 
 // This thread's (max, sum of e^(x - max)) over its held vectors (padded by
@@ -512,13 +514,13 @@ __device__ __forceinline__ MaxSum held_max_sum(const raw_t (&raw)[V]) {
 }
 
 // Stores f of each held vector j at body vector vec_of(j), where below v1.
-template <bool EVICT_LAST = false, int V, typename VecOf, typename F>
+template <int STORE = STORE_FIRST, int V, typename VecOf, typename F>
 __device__ __forceinline__ void store_held(const RowSpanOf<elem_t>& r, const raw_t (&raw)[V], VecOf vec_of, i64 v1,
                                            const F& f) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
         const i64 v = vec_of(j);
-        store_chunk_vec<EVICT_LAST>(r, v, f(widen_raw(raw[j])), v < v1);
+        store_chunk_vec<STORE>(r, v, f(widen_raw(raw[j])), v < v1);
     }
 }
 

@@ -87,6 +87,17 @@ static_assert(MBS_THREADS % 32 == 0 && MBS_THREADS >= 32 && MBS_THREADS <= 1024,
 static_assert(MBS_VPT >= 1 && MBS_SLOTS >= 2 && MBS_BLOCKS_PER_SM >= 1, "positive sizes, two slots or more");
 
 #define MBS_CHUNK ((i64)MBS_THREADS * MBS_VPT)  // vectors per chunk
+// L2 policies: x's bulk copies evict-last, the outputs' 16-byte stores
+// evict-normal (H200, probe 73, notes/TUNING.md, against evict-first both:
+// float32 132 x 4194304 1.40 -> 1.34 x copy, 132 x 1048576 1.12 -> 1.07,
+// bf16 132 x 4194304 1.32 -> 1.20, fp16 log_softmax 512 x 1048576 1.13 ->
+// 1.03; the copies gained for float32, the stores for the halves).
+#ifndef MBS_COPY_LAST  // 1: x's bulk copies evict-last, 0: evict-first
+#define MBS_COPY_LAST 1
+#endif
+#ifndef MBS_STORE
+#define MBS_STORE STORE_NORMAL
+#endif
 // float32 softmax: the reduce step leaves e = e^(x - m_t) in the slot in
 // place of x (m_t: the thread's max, kept per slot), so the write takes one
 // multiplication per element, not an exponential (cluster_row's CR_IN_PLACE).
@@ -214,12 +225,16 @@ __device__ __forceinline__ void write_scalars(const RowSpanOf<elem_t>& r, int u,
 // after its wait (acquire); a row of -1 (an arrival with no copy) marks the
 // end of the tickets.  A ticket is never taken ahead while the block may
 // wait: it would hold back a chunk of the row it waits for.
+__device__ __forceinline__ unsigned long long copy_policy() {
+    return MBS_COPY_LAST ? l2_evict_last() : l2_evict_first();
+}
+
 struct Filler {
     const elem_t* x;
     elem_t* y;
     i64 n, ld_x, ld_y, chunks, items;
     unsigned long long* tickets;
-    unsigned long long policy;  // x is read once (evict-last measured level)
+    unsigned long long policy;  // the bulk copies' L2 policy (MBS_COPY_LAST)
     unsigned long long next = 0;
     bool have_next = false, exhausted = false;
 
@@ -264,7 +279,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     __shared__ i64 row_of[MBS_SLOTS];               // the row of the chunk slot k holds (-1: the end)
     __shared__ i64 chunk_of[MBS_SLOTS];             // and which of its chunks
     __shared__ MaxSum scratch[32];
-    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets, l2_evict_first()};
+    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets, copy_policy()};
     lag = min(max(lag, 1), MBS_SLOTS);  // slot p is filled while p < w + MBS_SLOTS
     if (threadIdx.x == 0) {
         for (int k = 0; k < MBS_SLOTS; ++k) mbar_init(&bars[k], 1);
@@ -311,7 +326,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
 #else
                 const RowOutput f = row_output(total.max, total.sum), &held_out = f;
 #endif
-                store_held(r, raw, [&](int j) { return s.v0 + threadIdx.x + (i64)j * MBS_THREADS; }, s.v1, held_out);
+                store_held<MBS_STORE>(r, raw, [&](int j) { return s.v0 + threadIdx.x + (i64)j * MBS_THREADS; }, s.v1, held_out);
                 if (c == 0) write_scalars(r, threadIdx.x, f);
                 __syncthreads();  // the slot is read: free for the next bulk copy
                 if (threadIdx.x == 0) filler.fill(w + MBS_SLOTS, held, bars, row_of, chunk_of);
@@ -413,7 +428,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     }
 
     // The writers: slot w % MBS_SLOTS once reduced and its row complete, w = 0, 1, ...; then refilled.
-    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets, l2_evict_first()};
+    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets, copy_policy()};
     if (u == 0)
         for (int k = 0; k < MBS_SLOTS; ++k) filler.fill(k, held, full, row_of, chunk_of);
     i64 total_row = -1;  // the row whose total is known
@@ -442,7 +457,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
 #else
         const RowOutput f = row_output(total.max, total.sum);
 #endif
-        store_held(r, raw, [&](int j) { return s.v0 + u + (i64)j * MBS_GROUP; }, s.v1, f);
+        store_held<MBS_STORE>(r, raw, [&](int j) { return s.v0 + u + (i64)j * MBS_GROUP; }, s.v1, f);
         if (c == 0) write_scalars(r, u, f);
         bar_sync<MBS_WRITERS, MBS_GROUP>();  // the slot is read: free for the next bulk copy
         if (u == 0) filler.fill(w + MBS_SLOTS, held, full, row_of, chunk_of);
