@@ -218,6 +218,10 @@ __device__ __forceinline__ void write_scalars(const RowSpanOf<elem_t>& r, int u,
     }
 }
 
+__device__ __forceinline__ unsigned long long copy_policy() {
+    return MBS_COPY_LAST ? l2_evict_last() : l2_evict_first();
+}
+
 // The tickets and the fills: one thread's (thread 0, or the writers' first).
 // A slot is filled once free: the next ticket's chunk (the ticket taken
 // ahead, as a write begins, where take_ahead was called), its row and chunk
@@ -225,16 +229,12 @@ __device__ __forceinline__ void write_scalars(const RowSpanOf<elem_t>& r, int u,
 // after its wait (acquire); a row of -1 (an arrival with no copy) marks the
 // end of the tickets.  A ticket is never taken ahead while the block may
 // wait: it would hold back a chunk of the row it waits for.
-__device__ __forceinline__ unsigned long long copy_policy() {
-    return MBS_COPY_LAST ? l2_evict_last() : l2_evict_first();
-}
-
 struct Filler {
     const elem_t* x;
     elem_t* y;
     i64 n, ld_x, ld_y, chunks, items;
     unsigned long long* tickets;
-    unsigned long long policy;  // the bulk copies' L2 policy (MBS_COPY_LAST)
+    unsigned long long policy = copy_policy();  // the bulk copies' L2 policy (MBS_COPY_LAST)
     unsigned long long next = 0;
     bool have_next = false, exhausted = false;
 
@@ -279,7 +279,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     __shared__ i64 row_of[MBS_SLOTS];               // the row of the chunk slot k holds (-1: the end)
     __shared__ i64 chunk_of[MBS_SLOTS];             // and which of its chunks
     __shared__ MaxSum scratch[32];
-    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets, copy_policy()};
+    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets};
     lag = min(max(lag, 1), MBS_SLOTS);  // slot p is filled while p < w + MBS_SLOTS
     if (threadIdx.x == 0) {
         for (int k = 0; k < MBS_SLOTS; ++k) mbar_init(&bars[k], 1);
@@ -326,7 +326,8 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
 #else
                 const RowOutput f = row_output(total.max, total.sum), &held_out = f;
 #endif
-                store_held<MBS_STORE>(r, raw, [&](int j) { return s.v0 + threadIdx.x + (i64)j * MBS_THREADS; }, s.v1, held_out);
+                store_held<MBS_STORE>(r, raw, [&](int j) { return s.v0 + threadIdx.x + (i64)j * MBS_THREADS; }, s.v1,
+                                      held_out);
                 if (c == 0) write_scalars(r, threadIdx.x, f);
                 __syncthreads();  // the slot is read: free for the next bulk copy
                 if (threadIdx.x == 0) filler.fill(w + MBS_SLOTS, held, bars, row_of, chunk_of);
@@ -428,7 +429,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     }
 
     // The writers: slot w % MBS_SLOTS once reduced and its row complete, w = 0, 1, ...; then refilled.
-    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets, copy_policy()};
+    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets};
     if (u == 0)
         for (int k = 0; k < MBS_SLOTS; ++k) filler.fill(k, held, full, row_of, chunk_of);
     i64 total_row = -1;  // the row whose total is known

@@ -176,9 +176,9 @@ __device__ __forceinline__ elem_t raw_neg_inf_elem() { return elem_t{(unsigned s
 #endif
 
 // One evict-last 16-byte store to an aligned address.
-__device__ __forceinline__ void store_aligned(float* p, float4 v) { store_vec<true>(p, v); }
+__device__ __forceinline__ void store_aligned(float* p, float4 v) { store_vec<STORE_LAST>(p, v); }
 
-__device__ __forceinline__ void store_aligned(void* p, uint4 v) { store_vec<true>(p, v); }
+__device__ __forceinline__ void store_aligned(void* p, uint4 v) { store_vec<STORE_LAST>(p, v); }
 
 // The next lane's vector (what store_shifted needs of it: 3 floats, or all 8 halves).
 __device__ __forceinline__ float4 shfl_next(float4 val) {
@@ -197,7 +197,7 @@ __device__ __forceinline__ uint4 shfl_next(uint4 val) {
 
 __device__ __forceinline__ void store_run(const RowSpan& r, i64 j, float4 val, float4 next, bool next_valid,
                                           bool first) {
-    store_shifted<true>(r, j, val, next, next_valid, first);
+    store_shifted<STORE_LAST>(r, j, val, next, next_valid, first);
 }
 
 #if SOFTMAX_DTYPE != 0
@@ -242,7 +242,7 @@ __device__ __forceinline__ void store_run(const RowSpanOf<elem_t>& r, i64 j, uin
 // l (`valid` for a prefix of the lanes), each warp's 32 vectors one run.
 // Every lane of the warp must call it.
 __device__ __forceinline__ void store_warp(const RowSpan& r, i64 j, float4 val, bool valid) {
-    store4_warp<true>(r, j, val, valid);
+    store4_warp<STORE_LAST>(r, j, val, valid);
 }
 
 #if SOFTMAX_DTYPE != 0
