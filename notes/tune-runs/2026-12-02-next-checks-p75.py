@@ -5,7 +5,7 @@
 (2) multi_block_smem's split schedule against one group for float32 rows past what its ring holds
     in 3 rows, now that its copies are evict-last (the split took float32 only where the ring holds
     3 rows: 40 x 3145728 had run 1.31 in one group against the split's 1.36, before the policies).
-p64's harness (p67's job), p73's define override.
+p64's harness (p67's job), p74's define override (p73's).
 PYTHONPATH=. python3 notes/tune-runs/2026-12-02-next-checks-p75.py [seconds]"""
 import sys
 import time
@@ -14,24 +14,13 @@ import softmax_lab
 
 sys.path.insert(0, "notes/tune-runs")
 p67 = __import__("2026-12-02-halves-group-or-cluster-p67")
-p73 = __import__("2026-12-02-policies-sr-mbs-p73")
+p74 = __import__("2026-12-02-policies-landed-p74")
 V = sys.modules["softmax_lab.variants"]
 T0 = time.time()
 LIMIT = float(sys.argv[1]) if len(sys.argv) > 1 else 300
 FEW_HALVES = [(rows, cols, dtype, op) for cols in (32000, 65536, 100003, 128256) for rows in (132, 264, 528)
               for dtype, op in (("bfloat16", "softmax"), ("float16", "log_softmax"))]
 LONG_FLOATS = [(32, 1 << 22), (132, 1 << 22), (128, 1 << 22), (64, 1 << 21), (40, 3145728), (132, 3145728)]
-
-
-def with_defines(make, defines):
-    def build():
-        p73.EXTRA.clear()
-        p73.EXTRA.update(defines)
-        try:
-            return make()
-        finally:
-            p73.EXTRA.clear()
-    return build
 
 
 def main():
@@ -47,8 +36,8 @@ def main():
         def make(sh=sh):
             return cr.prepare(sh, dev)
         plans = [(f"auto:{auto.name}", lambda sh=sh, a=auto: a.prepare(sh, dev)),
-                 ("cluster_row:plain", with_defines(make, {"CR_STORE": 2})),
-                 ("cluster_row:evict-first", with_defines(make, {"CR_STORE": 0}))]
+                 ("cluster_row:plain", p74.with_defines(make, {"CR_STORE": 2})),
+                 ("cluster_row:evict-first", p74.with_defines(make, {"CR_STORE": 0}))]
         p67.job(rows, cols, dtype, op, plans, dev)
     for rows, cols in LONG_FLOATS:
         if time.time() - T0 > LIMIT:
