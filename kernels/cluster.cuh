@@ -220,3 +220,54 @@ __device__ __forceinline__ T exchange(PushedExchange<CLUSTER, WARPS, T>& ex, T v
         if (i + lane < CLUSTER * WARPS) total = combine(total, ex.slots[i + lane]);
     return butterfly<32>(total);
 }
+
+// ------------------------------------------------------------ pushed row merge
+// single_read's per-row merge of the blocks' (max, sum) pairs over the cluster,
+// pushed as above rather than published in shared memory between two cluster
+// barriers (SR_PUSHED_MERGE): block b's pair goes into slot b of every block's
+// slot set for the row's parity with st.async, completing that block's
+// mbarrier of the parity; each block waits on its own mbarrier only, then
+// combines the CLUSTER slots as cluster_merge does (lane l slot l % CLUSTER,
+// then the butterfly): bitwise the same result.  The per-row barrier's release
+// arrival compiled to MEMBAR.ALL.GPU and ERRBAR in every warp, which waited
+// for the warp's previous row's output stores (ncu, H200, probe 76: 19 % of
+// single_read's stall samples at 4096 x 151936).
+// Reuse: a block pushes row it + 2's pair into the slot set of row it only
+// after it has had every block's pair of row it + 1, which each block pushes
+// after a block-wide barrier that follows its reads of row it's slots (the
+// caller's block merge begins with one).  Initialise `full` (count 1) before
+// a fence.mbarrier_init and the cluster barrier.
+template <int CLUSTER, typename T>
+struct RowExchange {
+    T slots[2][CLUSTER];
+    unsigned long long full[2];
+};
+
+template <int CLUSTER, typename T>
+__device__ __forceinline__ void row_exchange_init(RowExchange<CLUSTER, T>& ex) {
+    mbar_init(&ex.full[0], 1);
+    mbar_init(&ex.full[1], 1);
+}
+
+// `value`: the block's, the same in threads 0 .. CLUSTER - 1; `it`: the row's
+// index in this cluster's sequence (every block of the cluster alike).
+template <int CLUSTER, typename T>
+__device__ __forceinline__ T row_exchange(RowExchange<CLUSTER, T>& ex, T value, unsigned rank, long long it) {
+    static_assert(CLUSTER > 1, "a cluster of blocks to push to");
+    const int p = (int)(it & 1);
+    if (threadIdx.x == 0) mbar_expect_tx(&ex.full[p], CLUSTER * sizeof(T));
+    if (threadIdx.x < CLUSTER) {
+        const unsigned remote = cluster_addr(&ex, threadIdx.x);  // block threadIdx.x's RowExchange
+        const char* local = reinterpret_cast<const char*>(&ex);
+        push_to(remote + (unsigned)(reinterpret_cast<const char*>(&ex.slots[p][rank]) - local),
+                remote + (unsigned)(reinterpret_cast<const char*>(&ex.full[p]) - local), value);
+    }
+    // The wait's loop in one asm statement (mbar_wait's C loop, here, made ptxas
+    // spill at 8 x 512 x 24 float32).
+    asm volatile(
+        "{ .reg .pred done; ROW_EXCHANGE_WAIT_%=: mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1; @!done bra "
+        "ROW_EXCHANGE_WAIT_%=; }" ::"r"(smem_addr(&ex.full[p])),
+        "r"((unsigned)((it >> 1) & 1))
+        : "memory");
+    return butterfly<CLUSTER>(ex.slots[p][(threadIdx.x & 31) % CLUSTER]);
+}

@@ -76,6 +76,12 @@
 #define SR_MEMORY_MERGE 0
 #endif
 
+// 1: the per-row merge over the cluster pushed (cluster.cuh row_exchange), not
+// published between two cluster barriers; the launch rule sets it for clusters
+// of 8 or more (softmax_lab/variants.py, PUSHED_MERGE_MIN_CLUSTER).
+#ifndef SR_PUSHED_MERGE
+#define SR_PUSHED_MERGE 0
+#endif
 #define SR_CAPACITY (SR_THREADS * SR_VPT)  // float4 vectors a block holds per row
 #ifndef SR_LINE_SHIFT  // 1: each slice sits in its stage at its source's offset in a 128-byte line
 #define SR_LINE_SHIFT 0
@@ -94,6 +100,7 @@ static_assert(SR_THREADS % 32 == 0 && SR_THREADS >= 32 && SR_THREADS <= 1024,
               "whole warps (the block reductions and store4_warp), at most 1024 threads");
 static_assert(SR_VPT >= 1 && SR_STAGES >= 1 && SR_BLOCKS_PER_SM >= 1, "positive sizes");
 static_assert(!SR_MEMORY_MERGE || SR_CLUSTER == 1, "a memory-merged group is made of plain blocks, not clusters");
+static_assert(!SR_PUSHED_MERGE || (SR_CLUSTER > 1 && !SR_MEMORY_MERGE), "a pushed merge needs a cluster of blocks");
 static_assert(SR_WIDE == 0 || (SR_WIDE == 1 && SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD),
               "SR_WIDE is for float16 and bfloat16 softmax (forward) only");
 static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 + SR_CAPACITY / 2 + 1024 + 512 <= SR_SMEM_LIMIT,
@@ -370,7 +377,11 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
 #endif
     extern __shared__ __align__(128) vec_t stages[];  // SR_STAGES x SR_CAPACITY
     __shared__ __align__(8) unsigned long long full[SR_STAGES];
+#if SR_PUSHED_MERGE
+    __shared__ RowExchange<SR_CLUSTER, MaxSum> merged;  // the cluster's pairs, by row parity (cluster.cuh)
+#else
     __shared__ MaxSum published[2];  // this block's pair, by row parity
+#endif
     __shared__ MaxSum scratch[32];
     __shared__ vec_t firsts[SR_VPT][SR_WARPS];  // each warp's first output vector, for realigned stores
 
@@ -391,6 +402,12 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         for (int s = 0; s < SR_STAGES; ++s) mbar_init(&full[s], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+#if SR_PUSHED_MERGE
+    if (t == SR_THREADS - 1) {  // (by thread 0, ptxas spilled 56 bytes at 8 x 512 x 24 float32)
+        row_exchange_init(merged);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+#endif
     cluster_sync<SR_CLUSTER>();  // barriers initialised; every block of the cluster is running
 
     if (t == 0) {
@@ -480,6 +497,8 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         // 4. cluster-wide merge through distributed shared memory (or the group's, through device memory).
 #if SR_MEMORY_MERGE
         const MaxSum total = memory_merge(block, slots + (cluster + it * clusters) * ranks, rank, ranks, scratch);
+#elif SR_PUSHED_MERGE
+        const MaxSum total = row_exchange(merged, block, rank, it);
 #else
         if (t == 0) published[it & 1] = block;
         cluster_sync<SR_CLUSTER>();

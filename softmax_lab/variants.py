@@ -476,6 +476,16 @@ def _check_cluster_and_threads(cluster: int, threads: int) -> None:
         raise ValueError(f"threads {threads}: a multiple of 32, at most 1024")
 
 
+# single_read's forward merges each row's pairs over the cluster by pushing them into every
+# block (SR_PUSHED_MERGE, kernels/cluster.cuh row_exchange) in clusters of 8 or more, and between
+# two cluster barriers in smaller ones.  H200, probes 78-79 (notes/TUNING.md), pushed against
+# published: clusters of 8 1-5 % faster (bf16 4096 x 393216 1.11 -> 1.05-1.06 x copy, fp16
+# log_softmax 1.11 -> 1.08, bf16 4096 x 300000 1.13 -> 1.12, float32 4096 x 393216 level);
+# clusters of 4 at 4096 rows 0.5-6.5 % slower (bf16 4096 x 151936 at two blocks per SM 1.12 ->
+# 1.20, float32 4096 x 128256 1.056 -> 1.071), with try_wait's suspend hint as well.
+PUSHED_MERGE_MIN_CLUSTER = 8
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     cluster: int  # thread blocks per row (a power of two, at most 16)
@@ -522,6 +532,12 @@ class ClusterConfig:
         return 1 if self.memory_merge else self.cluster
 
     @property
+    def pushed_merge(self) -> bool:
+        """The forward's per-row merge pushed into every block (SR_PUSHED_MERGE), for clusters of
+        PUSHED_MERGE_MIN_CLUSTER or more."""
+        return self.arrays == 1 and not self.memory_merge and self.cluster >= PUSHED_MERGE_MIN_CLUSTER
+
+    @property
     def capacity_floats(self) -> int:
         """The longest fp32 row this configuration holds on chip."""
         return self.capacity_vecs * VECTOR_BYTES // ITEMSIZE
@@ -547,6 +563,8 @@ class ClusterConfig:
             d["SR_LINE_SHIFT"] = 1
         if self.y_direct:
             d["SRB_Y_DIRECT"] = 1
+        if self.pushed_merge:
+            d["SR_PUSHED_MERGE"] = 1
         if dev is not None:
             d["SR_SMEM_LIMIT"] = dev.smem_optin_bytes
         return d

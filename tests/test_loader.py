@@ -220,6 +220,8 @@ def test_cache_key_changes_with_options_and_source(monkeypatch):
     ("single_read.cu", {"SR_THREADS": 1024, "SR_VPT": 16, "SR_STAGES": 1}, "register budget"),
     ("single_read.cu", {"SR_THREADS": 512, "SR_VPT": 24, "SR_STAGES": 1}, "register budget"),  # 1 block: 40 others
     ("single_read.cu", {"SR_THREADS": 256, "SR_VPT": 8, "SR_STAGES": 1, "SR_SMEM_LIMIT": 16384}, "shared memory"),
+    ("single_read.cu", {"SR_PUSHED_MERGE": 1}, "pushed merge needs a cluster"),
+    ("single_read.cu", {"SR_PUSHED_MERGE": 1, "SR_MEMORY_MERGE": 1, "SR_CLUSTER": 1}, "pushed merge needs a cluster"),
     ("long_row.cu", {"LR_CLUSTER": 6}, "power-of-two cluster"),
     ("long_row.cu", {"LR_SMEM_VPT": 40}, "shared memory"),
     ("long_row.cu", {"LR_VPT": 28}, "registers"),

@@ -202,6 +202,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
     for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (4, 96, 5, 3, 1), (16, 32, 2, 1, 1)]:
         c = V.ClusterConfig(*cfg)
         run("single_read", 4, c.capacity_floats - 5, 2, 1, config=c)
+    c = V.ClusterConfig(8, 64, 2, 1)  # the pushed merge, several rows per cluster (both slot sets reused)
+    run("single_read", 700, c.capacity_floats - 5, 2, 1, config=c)
     for cfg in [(4, 128, 2, 3, 4), (16, 96, 3, 2, 2)]:
         c = V.LongRowConfig(*cfg)
         run("long_row", 3, 2 * c.on_chip_vecs + 7, 1, 3, config=c)
@@ -213,6 +215,25 @@ SANITIZER_SCRIPT = textwrap.dedent(
     print("sanitized")
     """
 )
+
+
+@pytest.mark.parametrize("cfg, rows", [((8, 64, 2, 1), 5000), ((16, 128, 3, 1), 3000), ((8, 512, 6, 1), 1500)])
+def test_pushed_merge_over_many_rows_per_cluster_is_right_and_bitwise_repeatable(cfg, rows):
+    """single_read's pushed per-row merge (clusters of 8 or more): every cluster runs many rows, so
+    each slot set and mbarrier parity is reused many times; every row right, the output the same
+    bits on every run."""
+    _hopper()
+    cp = _cp()
+    c = V.ClusterConfig(*cfg)
+    assert c.pushed_merge
+    x, y, yb = _views(rows, c.capacity_floats - 3, 1, 2, seed=cfg[0] + rows)
+    _run("single_read", x, y, yb, config=c)
+    _check_rows(y, x)
+    first = y.copy()
+    for _ in range(2):
+        y.fill(cp.nan)
+        _run("single_read", x, y, yb, config=c)
+        assert bool((y.view(cp.uint32) == first.view(cp.uint32)).all())
 
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])

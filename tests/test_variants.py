@@ -152,6 +152,17 @@ def test_clusters_have_one_stage():
             assert c.cluster == 1 or c.stages == 1
 
 
+def test_clusters_of_8_or_more_push_their_merge_and_smaller_ones_publish_it():
+    """SR_PUSHED_MERGE where the cluster has 8 blocks or more, for the forward's clusters only."""
+    for cluster, pushed in ((2, False), (4, False), (8, True), (16, True)):
+        c = V.ClusterConfig(cluster, 256, 4, 1)
+        assert c.pushed_merge == pushed and ("SR_PUSHED_MERGE" in c.defines()) == pushed
+    assert not V.ClusterConfig(8, 256, 4, 1, arrays=2).pushed_merge  # the backward publishes its dot
+    assert not V.ClusterConfig(8, 256, 4, 1, memory_merge=True).pushed_merge
+    assert V.single_read_plan(393216, V._H200, 4096, "bfloat16", "softmax").pushed_merge
+    assert not V.single_read_plan(151936, V._H200, 4096, "bfloat16", "softmax").pushed_merge
+
+
 def test_old_table_lengths_fill_better():
     # the hand table filled 49 % at 32000 and 128256 columns
     for cols in (32000, 128256):
