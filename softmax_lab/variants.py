@@ -1061,13 +1061,9 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #      CR_MAX_BLOCKS_PER_SM) as the register model allows:
 #      CR_REGISTERS_PER_VECTOR x vpt + CR_OTHER_REGISTERS, at least
 #      CR_MIN_REGISTERS, rounded up to 8 (tests/test_loader.py compiles the
-#      plans of a grid of shapes and checks ptxas spills nothing); float32
-#      forward clusters of 16 whose blocks leave an SM fewer than
-#      CR_MIN_THREADS_PER_SM threads take CR_WIDER_THREADS-thread blocks
-#      where those keep as many blocks per SM (step 3b, below);
+#      plans of a grid of shapes and checks ptxas spills nothing);
 #   4. the loads' L2 policy: evict-last (LOAD_KEEP), or evict-first (.cs)
-#      for fewer rows than SMs and for clusters of 16 blocks of 256 threads
-#      at two per SM.
+#      for fewer rows than SMs.
 #      H200, 2026-12-01 (notes/tune-runs/2026-12-01-policies-p*.txt, float32
 #      softmax ÷ copy, evict-last / evict-first): 528-16384 rows of
 #      20000-151936 columns 1.00-1.14 / 1.09-1.20 (16384 x 32000 1.00 /
@@ -1077,6 +1073,16 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #      1.22) and 1056 x 262144 at 16 x 256 x 16 x 2 (1.31 / 1.27).  Skipping
 #      L1 alone (ld.global.nc.L1::no_allocate, with no L2 hint or with
 #      evict-first) ran as evict-first did: the L2 policy is what counts.
+#      Clusters of 16 blocks of 256 threads at two per SM loaded evict-first
+#      too, and float32 clusters of 16 whose 256-thread blocks left an SM
+#      fewer than 768 threads took 384-thread blocks (step 3b), until the
+#      relaxed cluster-barrier arrival (fc28a1e) turned both round (twenty-
+#      ninth session, notes/tune-runs/2026-12-03-cluster-row-everywhere-p81.txt,
+#      float32 softmax ÷ copy, 256 evict-last / evict-first / 384 evict-last):
+#      132-1056 x 262144 1.04-1.12 / 1.07-1.12 / 1.06-1.15; x 300000
+#      1.04-1.08 / 1.07-1.10 / 1.04-1.08; x 393216 1.03-1.08 / 1.08-1.11 /
+#      1.17-1.20; 8192 x 393216 log_softmax 1.040 / 1.083; half log_softmax
+#      1056-4096 x 786432 1.05-1.06 / 1.09-1.10.
 CR_BLOCK_SHAPES = {  # (arrays, element size) -> (threads, most vectors per thread), in order of preference
     (1, 4): ((256, 13), (256, 24), (512, 13)),
     (1, 2): ((256, 13), (256, 24), (512, 13)),
@@ -1098,18 +1104,6 @@ CR_OTHER_REGISTERS = {(1, 4): 24, (1, 2): 32, (2, 4): 32, (2, 2): 40}
 CR_MIN_REGISTERS = {1: 32, 2: 48}  # by arrays
 CR_ONE_BLOCK_REGISTERS = 8
 CR_MAX_BLOCKS_PER_SM = 8
-# Step 3b (float32 forward, clusters of 16): 256-thread blocks at two per SM
-# (15-24 vectors per thread) leave an SM 512 threads; 384-thread blocks at the
-# same two per SM take their place.  H200, 2026-12-01 (notes/tune-runs/2026-12-01-cluster-row-wider-p10.txt,
-# ÷ copy, back to back): 132 x 262144 1.25 against 1.28, 264 x 262144 1.22
-# against 1.28, 132 x 300001 1.17 against 1.28, their loads evict-last (evict-first
-# 1.27 / 1.27 / 1.23); where 384 threads would drop to one block per SM (132 and
-# 264 x 393216: 1.43-1.45 against 1.21) and where 256 threads keep three
-# (212993-229376 columns: 1.27-1.29 against 1.20) the plan stays; 512
-# threads at two per SM ran 1-3 % behind 384 at 262144-300001 and 10 % behind
-# the plan at 212993.
-CR_WIDER_THREADS = 384
-CR_MIN_THREADS_PER_SM = 768
 # Step 1b (float32 backward): where 256-thread blocks need a cluster of 16 and
 # 512-thread blocks hold the row in a cluster of 8, the latter.  H200,
 # 2026-12-01 (notes/tune-runs/2026-12-01-cluster-row-p15.txt, ÷ torch.add, back
@@ -1179,14 +1173,7 @@ def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: 
         cluster *= 2
     vpt = -(-(-(-vecs // cluster)) // threads)
     blocks_per_sm = cluster_row_blocks_per_sm(threads, vpt, arrays, itemsize, cluster)
-    if (arrays, itemsize) == (1, ITEMSIZE) and cluster == MAX_CLUSTER and threads < CR_WIDER_THREADS and \
-            threads * blocks_per_sm < CR_MIN_THREADS_PER_SM:
-        wider = -(-(-(-vecs // cluster)) // CR_WIDER_THREADS)
-        if cluster_row_blocks_per_sm(CR_WIDER_THREADS, wider, arrays, itemsize, cluster) >= blocks_per_sm:
-            threads, vpt = CR_WIDER_THREADS, wider
-    stream = arrays == 1 and (rows < dev.sm_count or
-                              (cluster == MAX_CLUSTER and blocks_per_sm <= 2 and threads < CR_WIDER_THREADS))
-    return RowClusterPlan(cluster, threads, vpt, blocks_per_sm, stream)
+    return RowClusterPlan(cluster, threads, vpt, blocks_per_sm, arrays == 1 and rows < dev.sm_count)
 
 
 def _cluster_row_limit(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
@@ -1828,24 +1815,31 @@ FALLBACKS = ("two_pass", "multi_block")
 # cluster_row before the rules above, for forward rows longer than the warps
 # take (warp_row_plan) and backward rows longer than
 # CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES (three_pass's and two_pass's 16 KB)
-# that its 256-thread blocks hold (its first or its wide block shape, or the
-# 384-thread blocks that take the wide shape's place, step 3b): at
-# any number of rows where its plan takes clusters of at most
-# CLUSTER_ROW_ANY_ROWS_CLUSTER blocks (float32 clusters of that size only at
-# CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM blocks per SM, else while the input is at
-# most CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM per SM; halves at
-# CLUSTER_ROW_HALVES_BLOCKS_PER_SM blocks per SM or more, log_softmax only in
-# clusters of at most CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER, or of
-# CLUSTER_ROW_HALVES_LOG_ALIGNED_CLUSTER on rows that start on 16-byte
-# boundaries); otherwise the
-# forward ops while the input is at most CLUSTER_ROW_BYTES_PER_SM per SM (a
-# few waves of its clusters; halves: at most CLUSTER_ROW_HALVES_ROWS_PER_SM
-# rows per SM, or CLUSTER_ROW_HALVES_BYTES_PER_SM of rows that start on
-# 16-byte boundaries), the
-# float32 backward at any number of rows with clusters of at most
-# CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER, else for up to
-# CLUSTER_ROW_BACKWARD_ROWS_PER_SM rows per SM (of rows that do not start on
-# 16-byte boundaries, only at two blocks per SM or more).
+# that its 256-thread blocks hold (its first or its wide block shape):
+# - float32 forward: at any number of rows;
+# - halves' forward: at any number of rows where single_read's plan is a
+#   cluster of two or more blocks, or a memory-merged group of cluster_row's
+#   cluster and blocks per SM (below); else (single_read holds the row in one
+#   block) at CLUSTER_ROW_HALVES_BLOCKS_PER_SM blocks per SM or more
+#   (log_softmax only in clusters of at most CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER,
+#   or of CLUSTER_ROW_HALVES_LOG_ALIGNED_CLUSTER on rows that start on 16-byte
+#   boundaries), or for at most CLUSTER_ROW_HALVES_ROWS_PER_SM rows per SM, or
+#   CLUSTER_ROW_HALVES_BYTES_PER_SM of rows that start on 16-byte boundaries;
+# - float32 backward at any number of rows with clusters of at most
+#   CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER, else for up to
+#   CLUSTER_ROW_BACKWARD_ROWS_PER_SM rows per SM (of rows that do not start on
+#   16-byte boundaries, only at two blocks per SM or more).
+# Since its cluster barrier's arrival went relaxed (fc28a1e: 5-12 % faster,
+# notes/TUNING.md), cluster_row runs ahead of single_read's clusters wherever
+# both hold the row (twenty-ninth session, notes/tune-runs/2026-12-03-cluster-
+# row-or-single-read-p80.txt and -everywhere-p81.txt, H200, ÷ copy, cluster_row
+# against single_read, 1056-4096 rows): float32 100003-393216 columns
+# 0.98-1.04 against 1.03-1.13 (4096 x 151936 0.98 against 1.07; 262144 level
+# at 1.03-1.04), bf16 softmax 1.01-1.17 against 1.04-1.28 but 300000 (1.12-1.13
+# against 1.11-1.12), fp16 log_softmax 0.98-1.13 against 1.07-1.18 but 1056-2112
+# x 200000 (1.09 against 1.07-1.08); the earlier bounds by rows and bytes
+# (below, measured before) are gone but where single_read's block holds the
+# row alone.
 # H200, 2026-12-01, with evict-last loads (notes/tune-runs/2026-12-01-policies-p2.txt
 # and -p3.txt, ÷ copy, cluster_row's
 # plan against single_read's):
@@ -1943,45 +1937,37 @@ FALLBACKS = ("two_pass", "multi_block")
 # than cluster_row's cluster (500000, 600001: 11 and 13 blocks against 16 of
 # fewer vectors) the group won but at 396-528 x 500000 (1-2 % behind there).
 CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES = 16384
-CLUSTER_ROW_ANY_ROWS_CLUSTER = 8
-CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM = 4
-CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM = 6 << 20
 CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER = 4
 CLUSTER_ROW_HALVES_LOG_ALIGNED_CLUSTER = 8
 CLUSTER_ROW_HALVES_BLOCKS_PER_SM = 4
-CLUSTER_ROW_BYTES_PER_SM = 3 << 20
 CLUSTER_ROW_HALVES_ROWS_PER_SM = 2
 CLUSTER_ROW_HALVES_BYTES_PER_SM = 3 << 19
 CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER = 2
 CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 1
 
 
-def _cluster_row_first(shape: Shape, dev: DeviceInfo, merged: ClusterConfig | None) -> bool:
+def _cluster_row_first(shape: Shape, dev: DeviceInfo, single_read: ClusterConfig | None) -> bool:
     """Whether auto tries cluster_row first (forward shapes come here past the warps' rows);
-    `merged` is single_read's plan for the shape where it is memory-merged, else None."""
+    `single_read` is single_read's plan for the forward shape, else None."""
     if shape.backward and (shape.cols * shape.itemsize <= CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES or
                            shape.itemsize != ITEMSIZE):
         return False
     arrays = 2 if shape.backward else 1
     plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, arrays)
     shapes = CR_BLOCK_SHAPES[arrays, shape.itemsize]
-    if plan is None or not (plan.threads == CR_WIDER_THREADS or
-                            any(plan.threads == t and plan.vpt <= v for t, v in shapes[:2])):
+    if plan is None or not any(plan.threads == t and plan.vpt <= v for t, v in shapes[:2]):
         return False
     if shape.backward:
         return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or (
             shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count and
             (_rows_aligned(shape) or plan.blocks_per_sm > 1))
-    if merged is not None and (merged.cluster, merged.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm) and \
-            _held_per_sm(plan) >= _held_per_sm(merged):
+    if shape.itemsize == ITEMSIZE or (single_read is not None and not single_read.memory_merge and
+                                      single_read.cluster > 1):
+        return True
+    if single_read is not None and single_read.memory_merge and \
+            (single_read.cluster, single_read.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm) and \
+            _held_per_sm(plan) >= _held_per_sm(single_read):
         return True  # the group's own blocks, merged through distributed shared memory, not device memory
-    if shape.itemsize == ITEMSIZE:
-        if plan.cluster < CLUSTER_ROW_ANY_ROWS_CLUSTER or (
-                plan.cluster == CLUSTER_ROW_ANY_ROWS_CLUSTER and plan.blocks_per_sm >= CLUSTER_ROW_ANY_ROWS_BLOCKS_PER_SM):
-            return True
-        per_sm = CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM if plan.cluster == CLUSTER_ROW_ANY_ROWS_CLUSTER \
-            else CLUSTER_ROW_BYTES_PER_SM
-        return shape.rows * shape.cols * shape.itemsize <= per_sm * dev.sm_count
     if plan.blocks_per_sm >= CLUSTER_ROW_HALVES_BLOCKS_PER_SM and (
             shape.op == "softmax" or plan.cluster <= CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER or
             (plan.cluster <= CLUSTER_ROW_HALVES_LOG_ALIGNED_CLUSTER and _rows_aligned(shape))):
@@ -2032,7 +2018,7 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
             names = ("single_read",) + tuple(n for n in names if n != "single_read")
     if warp_row_plan(shape.cols, shape.itemsize, shape.op) is not None:
         names = ("single_read",) + names  # a block of warps per row (single_read_warp)
-    elif _cluster_row_first(shape, dev, merged) and "cluster_row" not in names:
+    elif _cluster_row_first(shape, dev, plan) and "cluster_row" not in names:
         names = ("cluster_row",) + names
     if merged is not None:  # single_read first (after cluster_row) where its memory-merged plan pays, else not at all
         pays = memory_merge_pays(merged, shape.rows, dev, shape.itemsize)

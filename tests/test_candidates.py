@@ -87,7 +87,7 @@ def test_auto_takes_the_traffic_of_the_variant_it_picks_never_zero():
     h200 = cat.reference_device()
     assert h200.sm_count == 132 and h200.compute_capability == 90
     c = cat.resolve(cat.AUTO, 4096, 393216, h200)
-    assert (c.name, c.kind, c.reads, c.writes) == ("auto", "variant", 1, 1) and "single_read" in c.model
+    assert (c.name, c.kind, c.reads, c.writes) == ("auto", "variant", 1, 1) and "cluster_row" in c.model
     long_rows = cat.resolve(cat.AUTO, 256, 1 << 22, h200)
     assert long_rows.reads >= 1 and long_rows.writes == 1
     assert long_rows.model.startswith(f"variant='auto' picks {cat.pick(256, 1 << 22, h200).name}")

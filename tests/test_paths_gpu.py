@@ -91,7 +91,7 @@ def test_single_read_configs_at_every_alignment(config, x_off, y_off):
     (4, 2049, 0, 2), (3, 2300, 1, 1), (3, 3071, 2, 1), (5, 3072, 3, 2),  # blocks of two warps a row
     (2, 3073, 1, 3), (3, 4097, 0, 3), (7, 32000, 2, 1), (33, 65537, 3, 2), (5, 100003, 1, 3), (132, 128256, 0, 2),
     (2, 151936, 3, 3), (1, 393217, 0, 1), (40, 500000, 2, 0), (3, 786432, 1, 2),
-    (132, 262147, 1, 3), (7, 300001, 2, 1),  # cluster_row's 384-thread blocks (step 3b)
+    (132, 262147, 1, 3), (7, 300001, 2, 1),  # cluster_row's clusters of 16 at two blocks per SM
 ])
 def test_auto_at_odd_lengths_views_and_misaligned_out(rows, cols, x_off, y_off):
     x, y, yb = _views(rows, cols, x_off, y_off, seed=rows * cols)

@@ -99,7 +99,7 @@ def test_misaligned_pointers_and_strides_are_refused():
 
 def test_auto_falls_back_when_a_preferred_variant_cannot_run(monkeypatch):
     dev = softmax_lab.device.DeviceInfo(0, "fake H200", 90, 132, 60 << 20, 232448, 233472)
-    shape = Shape(4096, 200_000, 200_000, 200_000)
+    shape = Shape(4096, 500_000, 500_000, 500_000)  # single_read's memory-merged group
     first = preferences(shape, dev)[0]
     assert first.name == "single_read"
     prepared = []
@@ -129,7 +129,7 @@ def test_auto_falls_back_past_float32_only_variants_and_a_named_one_says_why(mon
     from softmax_lab.variants import DTYPES
 
     dev = softmax_lab.device.DeviceInfo(0, "fake H200", 90, 132, 60 << 20, 232448, 233472)
-    shape = Shape(4096, 200_000, 200_000, 200_000, itemsize=DTYPES[dtype], dtype=dtype, op=op)
+    shape = Shape(4096, 500_000, 500_000, 500_000, itemsize=DTYPES[dtype], dtype=dtype, op=op)
     prepared = []
 
     def fake(self, shape, dev, **knobs):

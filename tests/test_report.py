@@ -10,7 +10,7 @@ from softmax_lab import report
 def test_traffic_table_gives_auto_the_traffic_of_its_pick():
     text = report.format_traffic(4096, 393216)
     (auto,) = [line for line in text.splitlines() if line.startswith("auto ")]
-    assert auto.split()[1:3] == ["1", "1"] and "picks single_read" in auto
+    assert auto.split()[1:3] == ["1", "1"] and "picks cluster_row" in auto
     assert "host." not in text
     with_copy = report.format_traffic(4096, 393216, copy_ms=3.0)
     assert "GB/s to match copy" in with_copy

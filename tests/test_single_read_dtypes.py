@@ -148,9 +148,9 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
     (4097, "single_read", "three_pass"),  # blocks of two warps a row
     (8192, "single_read", "three_pass"),
     (8193, "single_read", "two_pass"),  # four (log_softmax to 24 KB)
-    (16385, "single_read", "two_pass"),  # past the warps: single_read's cluster plan at 4096 rows
-    (100003, "single_read", "two_pass"),
-    (393216, "single_read", "two_pass"),  # measured: two_pass before multi_block for halves
+    (16385, "single_read", "two_pass"),  # past the warps: single_read's one block at 4096 rows
+    (100003, "cluster_row", "two_pass"),  # single_read's plan a cluster: cluster_row
+    (393216, "cluster_row", "two_pass"),  # measured: two_pass before multi_block for halves
     (393217, "single_read", "multi_block_l2"),  # multi_block_l2 measured ahead of multi_block
     # past 1.5 MB, multi_block_smem's split schedule (tests/test_variants.py has its few-row rule):
     (786433, "multi_block_smem", "multi_block_l2"),
@@ -365,7 +365,8 @@ def test_cluster_row_goes_ahead_of_a_group_of_its_own_blocks(dtype):
     """Half softmax whose memory-merged group is a cluster_row cluster (16 blocks of 256 x 22-24
     vectors at two per SM, about 690000-786432 columns): cluster_row first, the same slices
     merged on chip; single_read's group next.  Where the group has fewer blocks (600001) the
-    group stays first; log_softmax (a cluster of 8 at one block per SM there) keeps single_read."""
+    group stays first; log_softmax (single_read's cluster of 8 at one block per SM there) takes
+    cluster_row as every single_read cluster does."""
     for rows, cols in ((4096, 786432), (528, 786432), (1056, 750001), (16384, 737281)):
         shape = V.Shape(rows, cols, cols, cols, itemsize=2, dtype=dtype, op="softmax")
         merged, plan = V.single_read_plan(cols, H200, rows, dtype), V.cluster_row_plan(cols, H200, rows, 2)
@@ -373,7 +374,7 @@ def test_cluster_row_goes_ahead_of_a_group_of_its_own_blocks(dtype):
         assert [v.name for v in V.preferences(shape, H200)[:2]] == ["cluster_row", "single_read"], (rows, cols)
     for rows, cols, op in ((4096, 600001, "softmax"), (1056, 500000, "softmax"), (4096, 786432, "log_softmax")):
         shape = V.Shape(rows, cols, cols, cols, itemsize=2, dtype=dtype, op=op)
-        assert V.preferences(shape, H200)[0].name == "single_read", (rows, cols, op)
+        assert V.preferences(shape, H200)[0].name == ("cluster_row" if op == "log_softmax" else "single_read")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

@@ -235,7 +235,7 @@ def test_single_read_holds_longer_forward_rows_than_a_cluster():
 
 @pytest.mark.parametrize("rows, cols, first", [
     (4096, 500000, "single_read"), (1024, 1 << 20, "multi_block_smem"), (32, 1 << 20, "multi_block_smem"),
-    (128, 1 << 22, "multi_block_smem"), (64, 600000, "multi_block_smem"), (4096, 393216, "single_read"),
+    (128, 1 << 22, "multi_block_smem"), (64, 600000, "multi_block_smem"), (4096, 393216, "cluster_row"),
     (1300, 500000, "single_read"),  # groups of 11, 109 rounds
     (396, 600000, "multi_block_smem"),  # groups of 13, 40 rounds: below MEMORY_MERGE_OVER_SMEM_ROUNDS
     (1024, 600000, "single_read"),  # 103 rounds
@@ -304,9 +304,9 @@ def test_auto_never_fails_to_offer_a_variant():
     (4096, "cluster_row", "three_pass"),
     (4097, "cluster_row", "two_pass"),  # a row of one block (CLUSTER_ROW_ANY_ROWS_CLUSTER)
     (80000, "cluster_row", "multi_block_l2"),  # clusters of 8 at four blocks per SM (CLUSTER_ROW_ANY_ROWS_CLUSTER)
-    (100003, "single_read", "multi_block_l2"),  # clusters of 8 at three per SM, 1.6 GB: 12 MiB per SM
-    (151936, "single_read", "multi_block_l2"),  # clusters of 16 at 4096 rows: 18 MiB per SM
-    (393216, "single_read", "multi_block_l2"),
+    (100003, "cluster_row", "multi_block_l2"),  # float32 forward: cluster_row wherever it holds the row
+    (151936, "cluster_row", "multi_block_l2"),
+    (393216, "cluster_row", "multi_block_l2"),
     (393217, "single_read", "multi_block_l2"),  # a memory-merged group of 10 in place of a cluster of 16
     (786433, "multi_block_smem", "multi_block_l2"),  # the group's slices are too short to pay (memory_merge_pays)
     (1 << 20, "multi_block_smem", "multi_block_l2"),  # groups of 22 blocks, larger than a cluster
@@ -336,13 +336,18 @@ def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
     assert mbs.unsupported_reason(1 << 20, H200, "float32", "softmax_backward")
 
 
-def test_float32_clusters_of_8_below_four_blocks_per_sm_go_to_cluster_row_by_input_bytes():
-    assert V.cluster_row_plan(100003, H200, 1056).blocks_per_sm == 3
-    limit = V.CLUSTER_ROW_FEWER_BLOCKS_BYTES_PER_SM * H200.sm_count
-    assert 1056 * 100003 * 4 <= limit < 4096 * 100003 * 4
-    assert choose(1056, 100003, H200).name == "cluster_row"
-    assert choose(4096, 100003, H200).name == "single_read"
-    assert choose(4096, 100003, H200, "bfloat16").name == "single_read"  # halves keep their own rule
+def test_forward_rows_go_to_cluster_row_wherever_single_read_needs_a_cluster():
+    """float32 at any number of rows; the halves where single_read's plan is a cluster of two or
+    more blocks, and by their own rule where single_read's one block holds the row."""
+    for rows in (1056, 4096, 1 << 20):
+        assert choose(rows, 100003, H200).name == "cluster_row"
+        assert choose(rows, 151936, H200, "bfloat16").name == "cluster_row"
+        assert V.single_read_plan(100003, H200, rows, "bfloat16").cluster > 1
+        assert choose(rows, 100003, H200, "float16", "log_softmax").name == "cluster_row"
+    assert V.single_read_plan(50257, H200, 4096, "bfloat16").cluster == 1
+    assert V.cluster_row_plan(50257, H200, 4096, 2).blocks_per_sm < V.CLUSTER_ROW_HALVES_BLOCKS_PER_SM
+    assert choose(4096, 50257, H200, "bfloat16").name == "single_read"
+    assert choose(132, 50257, H200, "bfloat16").name == "cluster_row"  # up to two rows per SM
 
 
 # ------------------------------------------------------------------ cluster_row
@@ -361,15 +366,11 @@ def test_cluster_row_plans_hold_the_row_within_a_vector_per_thread(dev, itemsize
             vecs = -(-cols * itemsize // 16)
             shapes = V.CR_BLOCK_SHAPES[arrays, itemsize]
             assert plan.cluster in (1, 2, 4, 8, 16)
-            # the first block shape whose cluster of 16 holds the row, or (step 3b) its 384-thread
-            # blocks where 256-thread ones would leave an SM fewer than 768 threads
+            # the first block shape whose cluster of 16 holds the row
             t, v = next((t, v) for t, v in shapes if vecs <= 16 * t * v)
             if (arrays, itemsize) == (2, 4) and plan.threads == V.CR_BACKWARD_WIDER_THREADS and t == 256:
                 # step 1b: 512-thread blocks hold in a cluster of 8 what 256-thread ones split over 16
                 assert 8 * 256 * v < vecs <= 8 * 512 * v and plan.vpt <= v
-            elif plan.threads == V.CR_WIDER_THREADS:
-                assert (arrays, itemsize, plan.cluster, t) == (1, 4, 16, 256)
-                assert 256 * V.cluster_row_blocks_per_sm(256, -(-(-(-vecs // 16)) // 256), 1, 4, 16) < V.CR_MIN_THREADS_PER_SM
             else:
                 assert plan.threads == t and plan.vpt <= v
             per_block = -(-vecs // plan.cluster)
@@ -385,15 +386,14 @@ def test_cluster_row_spreads_few_rows_over_every_sm():
     assert V.cluster_row_plan(65536, A100, 8) is None  # clusters need sm_90
 
 
-def test_cluster_row_loads_evict_last_but_for_few_rows_and_clusters_of_16_at_two_blocks_per_sm():
+def test_cluster_row_loads_evict_last_but_for_fewer_rows_than_sms():
     assert not V.cluster_row_plan(32000, H200, 4096).stream_loads
     assert not V.cluster_row_plan(151936, H200, 4096).stream_loads  # 16 x 256 x 10, four blocks per SM
     assert V.cluster_row_plan(32000, H200, 131).stream_loads  # fewer rows than SMs
     assert not V.cluster_row_plan(32000, H200, 132).stream_loads
-    wide = V.cluster_row_plan(393216, H200, 4096)  # 16 x 256 x 24 at two blocks per SM
-    assert (wide.cluster, wide.threads, wide.blocks_per_sm, wide.stream_loads) == (16, 256, 2, True)
-    wider = V.cluster_row_plan(262144, H200, 4096)  # 384-thread blocks (step 3b): evict-last
-    assert (wider.cluster, wider.threads, wider.blocks_per_sm, wider.stream_loads) == (16, 384, 2, False)
+    for cols in (262144, 300000, 393216):  # 256-thread blocks at two per SM, evict-last
+        wide = V.cluster_row_plan(cols, H200, 132)
+        assert (wide.cluster, wide.threads, wide.blocks_per_sm, wide.stream_loads) == (16, 256, 2, False)
     assert V.cluster_row_plan(262144, H200, 32).stream_loads  # fewer rows than SMs
     assert not V.cluster_row_plan(65536, H200, 8, arrays=2).stream_loads  # the backward: always evict-last
     assert V.cluster_row_plan(32000, H200, 4096).defines().get("CR_STREAM_LOADS", 0) == 0
@@ -405,46 +405,39 @@ def test_cluster_row_has_no_plan_before_hopper():
 
 
 @pytest.mark.parametrize("rows, cols, dtype, op, first", [
-    (132, 151936, "float32", "softmax", "cluster_row"),  # clusters of 16: up to 3 MiB of input per SM
-    (683, 151936, "float32", "softmax", "cluster_row"),
-    (684, 151936, "float32", "softmax", "single_read"),
+    (132, 151936, "float32", "softmax", "cluster_row"),
+    (684, 151936, "float32", "softmax", "cluster_row"),
     (32, 65536, "bfloat16", "log_softmax", "cluster_row"),
     (4096, 32000, "bfloat16", "softmax", "cluster_row"),  # clusters of 2: any number of rows
     (1 << 20, 4097, "float32", "softmax", "cluster_row"),
     (8192, 12000, "float32", "softmax_backward", "cluster_row"),
-    (4096, 32000, "float32", "softmax", "cluster_row"),  # float32 clusters of up to 4: any number of rows
-    (1 << 20, 80000, "float32", "softmax", "cluster_row"),  # of 8 at four blocks per SM: any number of rows
-    (1 << 20, 100003, "float32", "softmax", "single_read"),  # of 8 at three: up to 6 MiB per SM
-    (2076, 100003, "float32", "softmax", "cluster_row"),
-    (2077, 100003, "float32", "softmax", "single_read"),
-    (4096, 128256, "float32", "softmax", "single_read"),  # clusters of 16 at 4096 rows: 15 MiB per SM
-    (4096, 151936, "float32", "softmax", "single_read"),
-    (4096, 65536, "bfloat16", "softmax", "cluster_row"),  # halves: clusters of up to 4 at four blocks per SM
+    (4096, 32000, "float32", "softmax", "cluster_row"),  # float32 forward: any number of rows
+    (1 << 20, 80000, "float32", "softmax", "cluster_row"),
+    (1 << 20, 100003, "float32", "softmax", "cluster_row"),
+    (4096, 128256, "float32", "softmax", "cluster_row"),
+    (4096, 151936, "float32", "softmax", "cluster_row"),
+    (4096, 65536, "bfloat16", "softmax", "cluster_row"),  # halves: single_read's plan a cluster
     (4096, 65536, "float16", "log_softmax", "cluster_row"),
-    (4096, 128256, "float16", "log_softmax", "cluster_row"),  # log: clusters of 8 on aligned rows
-    (4096, 128255, "float16", "log_softmax", "single_read"),  # not on odd rows
-    (4096, 100003, "bfloat16", "log_softmax", "single_read"),
-    (2048, 262144, "bfloat16", "log_softmax", "single_read"),  # nor clusters of 16
-    (4096, 128256, "float16", "softmax", "cluster_row"),  # softmax: any cluster at four blocks per SM
+    (4096, 128256, "float16", "log_softmax", "cluster_row"),
+    (4096, 128255, "float16", "log_softmax", "cluster_row"),  # odd rows too
+    (4096, 100003, "bfloat16", "log_softmax", "cluster_row"),
+    (2048, 262144, "bfloat16", "log_softmax", "cluster_row"),  # and clusters of 16
     (1 << 20, 262144, "bfloat16", "softmax", "cluster_row"),
-    (4096, 262144, "bfloat16", "log_softmax", "single_read"),
-    (4096, 151936, "bfloat16", "softmax", "single_read"),  # three blocks per SM
-    (4096, 393216, "bfloat16", "softmax", "single_read"),
-    (4096, 100003, "float16", "log_softmax", "single_read"),  # two
-    (264, 100003, "bfloat16", "softmax", "cluster_row"),  # halves: up to 2 rows per SM at any length
-    (265, 100003, "bfloat16", "softmax", "single_read"),  # then not on odd lengths
-    (528, 128256, "bfloat16", "softmax", "cluster_row"),  # up to 1.5 MiB per SM of aligned rows
-    (683, 151936, "float16", "log_softmax", "cluster_row"),
-    (684, 151936, "float16", "log_softmax", "single_read"),
+    (4096, 151936, "bfloat16", "softmax", "cluster_row"),  # three blocks per SM
+    (4096, 393216, "bfloat16", "softmax", "cluster_row"),
+    (4096, 100003, "float16", "log_softmax", "cluster_row"),  # two
+    (264, 50257, "bfloat16", "softmax", "cluster_row"),  # single_read's one block: up to 2 rows per SM
+    (265, 50257, "bfloat16", "softmax", "single_read"),  # then not on odd lengths
+    (528, 50256, "bfloat16", "softmax", "cluster_row"),  # up to 1.5 MiB per SM of aligned rows
+    (1 << 14, 20000, "bfloat16", "softmax", "single_read"),
     (132, 2048, "float32", "softmax", "single_read"),  # short rows keep their rules: warps per row
     (132, 3072, "float32", "softmax", "single_read"),
     (132, 4096, "float32", "softmax", "cluster_row"),  # but forward rows past the warps'
     (132, 4096, "float32", "softmax_backward", "two_pass"),  # backward rows up to 16 KB stay with two_pass
     (132, 393216, "float32", "softmax", "cluster_row"),  # the wide blocks too
-    (264, 393216, "float32", "softmax", "cluster_row"),
-    (265, 393216, "float32", "softmax", "single_read"),
+    (265, 393216, "float32", "softmax", "cluster_row"),
     (32, 425984, "float32", "softmax", "multi_block_smem"),  # 512-thread blocks: not first
-    (132, 262144, "float32", "softmax", "cluster_row"),  # 384-thread blocks (step 3b)
+    (132, 262144, "float32", "softmax", "cluster_row"),
     (132, 300001, "float32", "softmax", "cluster_row"),
     (132, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: up to a row per SM
     (133, 65536, "float32", "softmax_backward", "single_read"),
