@@ -1826,9 +1826,12 @@ FALLBACKS = ("two_pass", "multi_block")
 #   boundaries), or for at most CLUSTER_ROW_HALVES_ROWS_PER_SM rows per SM, or
 #   CLUSTER_ROW_HALVES_BYTES_PER_SM of rows that start on 16-byte boundaries;
 # - float32 backward at any number of rows with clusters of at most
-#   CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER, else for up to
-#   CLUSTER_ROW_BACKWARD_ROWS_PER_SM rows per SM (of rows that do not start on
-#   16-byte boundaries, only at two blocks per SM or more).
+#   CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or on rows that start on 16-byte
+#   boundaries, else for up to CLUSTER_ROW_BACKWARD_ROWS_PER_SM rows per SM at
+#   two blocks per SM or more (probe 82, H200, 2026-12-03, ÷ torch.add,
+#   cluster_row against single_read, both ops: 4096 x 65536-196608 0.99-1.02
+#   against 1.03-1.07, 1056 x 151936 1.03 against 1.08-1.09; odd rows, 528 x
+#   100003, one block per SM: 1.12 / 1.22 against 1.10 / 1.23).
 # Since its cluster barrier's arrival went relaxed (fc28a1e: 5-12 % faster,
 # notes/TUNING.md), cluster_row runs ahead of single_read's clusters wherever
 # both hold the row (twenty-ninth session, notes/tune-runs/2026-12-03-cluster-
@@ -1958,9 +1961,8 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo, single_read: ClusterConfig
     if plan is None or not any(plan.threads == t and plan.vpt <= v for t, v in shapes[:2]):
         return False
     if shape.backward:
-        return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or (
-            shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count and
-            (_rows_aligned(shape) or plan.blocks_per_sm > 1))
+        return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or _rows_aligned(shape) or (
+            shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count and plan.blocks_per_sm > 1)
     if shape.itemsize == ITEMSIZE or (single_read is not None and not single_read.memory_merge and
                                       single_read.cluster > 1):
         return True

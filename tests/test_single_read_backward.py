@@ -205,19 +205,20 @@ def test_dy_of_another_alignment_is_cannot_run_before_any_device_call(dtype, op)
 @pytest.mark.parametrize("op", V.BACKWARD_OPS)
 @pytest.mark.parametrize("dtype", list(V.DTYPES))
 def test_auto_picks_single_read_for_the_backward_where_it_fits(dtype, op):
-    # float32: rows of one or two cluster_row blocks, and rows past 768 KB, go to cluster_row
-    # (then multi_block_l2 past 1.5 MB); halves' backward never does (BACKWARD_AUTO_RULES, _cluster_row_first)
-    limit = V._single_read_limit(H200, dtype, op) if dtype != "float32" else 196608
+    # float32: rows of one or two cluster_row blocks, rows that start on 16 bytes, and rows
+    # past 768 KB, go to cluster_row (then multi_block_l2 past 1.5 MB); halves' backward never
+    # does (BACKWARD_AUTO_RULES, _cluster_row_first)
+    limit = V._single_read_limit(H200, dtype, op) if dtype != "float32" else 196607
     for cols in (1, 1000, 16384 // V.DTYPES[dtype]):
         assert V.choose(4096, cols, H200, dtype, op).name == "two_pass"
     first = 16384 // V.DTYPES[dtype] + 1 if dtype != "float32" else 2 * 256 * 12 * 4 + 1
-    for cols in (first, 32000, 65536, limit):
+    for cols in (first, 32001, 65535, limit):  # float32: odd lengths, rows off 16 bytes
         assert V.choose(4096, cols, H200, dtype, op).name == "single_read", cols
         assert V.choose(4096, cols, A100, dtype, op).name in ("two_pass", "multi_block", "multi_block_l2")
         names = [p.name for p in V.preferences(_shape(2048, cols, dtype, op), H200)]
         assert names[0] == "single_read" and {"two_pass", "multi_block"} <= set(names)  # fallbacks for CannotRun
     if dtype == "float32":
-        for cols in (4097, first - 1, limit + 1, 262144, 393216):
+        for cols in (4097, first - 1, 32000, 65536, 196608, limit + 2, 262144, 393216):
             assert V.choose(4096, cols, H200, dtype, op).name == "cluster_row", cols
     assert V.choose(4096, limit + 1, H200, dtype, op).name in ("two_pass", "multi_block", "multi_block_l2", "cluster_row")
 

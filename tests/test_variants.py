@@ -439,13 +439,14 @@ def test_cluster_row_has_no_plan_before_hopper():
     (32, 425984, "float32", "softmax", "multi_block_smem"),  # 512-thread blocks: not first
     (132, 262144, "float32", "softmax", "cluster_row"),
     (132, 300001, "float32", "softmax", "cluster_row"),
-    (132, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: up to a row per SM
-    (133, 65536, "float32", "softmax_backward", "single_read"),
-    (1056, 65536, "float32", "softmax_backward", "single_read"),
+    (132, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: rows on 16 bytes, any number
+    (133, 65536, "float32", "softmax_backward", "cluster_row"),
+    (1056, 65536, "float32", "softmax_backward", "cluster_row"),
     (132, 100003, "float32", "softmax_backward", "single_read"),  # odd rows, cluster_row's one-block plan
-    (132, 50257, "float32", "softmax_backward", "cluster_row"),  # odd rows, two cluster_row blocks per SM
-    (4096, 151936, "float32", "softmax_backward", "single_read"),
-    (4096, 196608, "float32", "log_softmax_backward", "single_read"),
+    (132, 50257, "float32", "softmax_backward", "cluster_row"),  # odd rows, two cluster_row blocks per SM:
+    (133, 50257, "float32", "softmax_backward", "single_read"),  # up to a row per SM
+    (4096, 151936, "float32", "softmax_backward", "cluster_row"),
+    (4096, 196608, "float32", "log_softmax_backward", "cluster_row"),
     (4096, 196609, "float32", "softmax_backward", "cluster_row"),  # float rows past 768 KB
     (132, 151936, "bfloat16", "softmax_backward", "single_read"),  # halves' backward: not cluster_row
     (4096, 393216, "float32", "softmax_backward", "cluster_row"),
