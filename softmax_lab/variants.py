@@ -1698,9 +1698,7 @@ _ALL = (
                  "combined through distributed shared memory"),
         launch_rule=("the first block shape of CR_BLOCK_SHAPES (threads, most vectors per thread) whose cluster of 16 "
                      "holds the row; the smallest cluster that holds it, doubled while clusters are fewer than SMs; "
-                     "blocks per SM from the register model; float32 clusters of 16 whose 256-thread blocks leave an SM "
-                     "fewer than 768 threads take 384-thread blocks where those keep as many per SM; loads evict-last, "
-                     "or evict-first for fewer rows than SMs and clusters of 16 of 256 threads at two blocks per SM "
+                     "blocks per SM from the register model; loads evict-last, or evict-first for fewer rows than SMs "
                      "(cluster_row_plan)"),
         prepare_launch=_prepare_cluster_row,
         max_cols=_cluster_row_limit,
@@ -1837,8 +1835,8 @@ FALLBACKS = ("two_pass", "multi_block")
 # both hold the row (twenty-ninth session, notes/tune-runs/2026-12-03-cluster-
 # row-or-single-read-p80.txt and -everywhere-p81.txt, H200, ÷ copy, cluster_row
 # against single_read, 1056-4096 rows): float32 100003-393216 columns
-# 0.98-1.04 against 1.03-1.13 (4096 x 151936 0.98 against 1.07; 262144 level
-# at 1.03-1.04), bf16 softmax 1.01-1.17 against 1.04-1.28 but 300000 (1.12-1.13
+# 0.98-1.05 against 1.03-1.13 (4096 x 151936 0.98 against 1.07; 262144 level
+# at 1.03-1.04), bf16 softmax 0.98-1.17 against 1.04-1.28 but 300000 (1.12-1.13
 # against 1.11-1.12), fp16 log_softmax 0.98-1.13 against 1.07-1.18 but 1056-2112
 # x 200000 (1.09 against 1.07-1.08); the earlier bounds by rows and bytes
 # (below, measured before) are gone but where single_read's block holds the
@@ -1963,13 +1961,14 @@ def _cluster_row_first(shape: Shape, dev: DeviceInfo, single_read: ClusterConfig
     if shape.backward:
         return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or _rows_aligned(shape) or (
             shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count and plan.blocks_per_sm > 1)
-    if shape.itemsize == ITEMSIZE or (single_read is not None and not single_read.memory_merge and
-                                      single_read.cluster > 1):
+    if shape.itemsize == ITEMSIZE:
         return True
-    if single_read is not None and single_read.memory_merge and \
-            (single_read.cluster, single_read.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm) and \
-            _held_per_sm(plan) >= _held_per_sm(single_read):
-        return True  # the group's own blocks, merged through distributed shared memory, not device memory
+    if single_read is not None:
+        if single_read.cluster_dims > 1:
+            return True  # a cluster of single_read's (probes 80-81)
+        if single_read.memory_merge and (single_read.cluster, single_read.blocks_per_sm) == (
+                plan.cluster, plan.blocks_per_sm) and _held_per_sm(plan) >= _held_per_sm(single_read):
+            return True  # the group's own blocks, merged through distributed shared memory, not device memory
     if plan.blocks_per_sm >= CLUSTER_ROW_HALVES_BLOCKS_PER_SM and (
             shape.op == "softmax" or plan.cluster <= CLUSTER_ROW_HALVES_ANY_ROWS_CLUSTER or
             (plan.cluster <= CLUSTER_ROW_HALVES_LOG_ALIGNED_CLUSTER and _rows_aligned(shape))):

@@ -368,7 +368,7 @@ SANITIZER_SCRIPT = textwrap.dedent(
     for name in {names!r}:
         for rows, cols, off in ((3, 1, 0), (5, 1027, 1), (4, 40_000, 0), (33, 65_537, 3), (17, 393_216, 0),
                                 (140, 20_003, 1),  # cluster_row's evict-last loads (132 rows or more)
-                                (20, 262_147, 2)):  # cluster_row's 384-thread blocks
+                                (20, 262_147, 2)):  # cluster_row's clusters of 16 at two blocks per SM
             if softmax_lab.get_variant(name).unsupported_reason(cols, softmax_lab.device_info()):
                 continue
             base = cp.random.standard_normal((rows, cols + off), dtype=cp.float32)

@@ -302,8 +302,8 @@ def test_auto_never_fails_to_offer_a_variant():
     (3072, "single_read", "three_pass"),
     (3073, "cluster_row", "three_pass"),  # forward rows past the warps'
     (4096, "cluster_row", "three_pass"),
-    (4097, "cluster_row", "two_pass"),  # a row of one block (CLUSTER_ROW_ANY_ROWS_CLUSTER)
-    (80000, "cluster_row", "multi_block_l2"),  # clusters of 8 at four blocks per SM (CLUSTER_ROW_ANY_ROWS_CLUSTER)
+    (4097, "cluster_row", "two_pass"),  # a row of one block
+    (80000, "cluster_row", "multi_block_l2"),  # clusters of 8 at four blocks per SM
     (100003, "cluster_row", "multi_block_l2"),  # float32 forward: cluster_row wherever it holds the row
     (151936, "cluster_row", "multi_block_l2"),
     (393216, "cluster_row", "multi_block_l2"),
