@@ -104,6 +104,9 @@ static_assert(MBS_VPT >= 1 && MBS_SLOTS >= 2 && MBS_BLOCKS_PER_SM >= 1, "positiv
 #ifndef MBS_SPLIT  // 1: the schedule of two groups of warps (above)
 #define MBS_SPLIT 0
 #endif
+#ifndef MBS_POLL_NS  // a waiting block's sleep between two reads of its row's slots
+#define MBS_POLL_NS 256
+#endif
 #ifndef MBS_IN_PLACE
 #define MBS_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG && !MBS_SPLIT)
 #endif
@@ -336,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
             }
             reduce = !ended && p < w + MBS_SLOTS;  // not complete: reduce what is filled, else wait
             if (!reduce) {
-                __nanosleep(256);
+                __nanosleep(MBS_POLL_NS);
                 continue;
             }
         }
@@ -444,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
             if (row_total_ready<MBS_WRITERS, MBS_GROUP>(slots + row * chunks, chunks, scratch[1], total))
                 total_row = row;
             else
-                __nanosleep(256);
+                __nanosleep(MBS_POLL_NS);
         }
         if (u == 0) filler.take_ahead();
         const i64 c = chunk_of[k];
