@@ -1050,9 +1050,8 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #      thread) whose cluster of 16 holds the row: 256 threads of at most 13
 #      vectors (three or more blocks per SM) first; then 256 of at most 24
 #      (two blocks per SM fill the register file, where 512 threads of 12 would
-#      take one block and half of it); then 512 of 13; float32 backward
-#      rows that 256-thread blocks split over 16 take 512-thread blocks in
-#      clusters of 8 where those hold them (step 1b, below);
+#      take one block and half of it); then 512 of 13 (the backward: 256
+#      of at most 12, then 512 of 12; step 1b, below, is gone);
 #   2. cluster: the smallest power of two whose slice ceil(vecs / c) fits a
 #      block; while the clusters are fewer than the SMs (rows x c < SMs),
 #      doubled, as long as each thread keeps a vector, so that every SM works;
@@ -1104,14 +1103,20 @@ CR_OTHER_REGISTERS = {(1, 4): 24, (1, 2): 32, (2, 4): 32, (2, 2): 40}
 CR_MIN_REGISTERS = {1: 32, 2: 48}  # by arrays
 CR_ONE_BLOCK_REGISTERS = 8
 CR_MAX_BLOCKS_PER_SM = 8
-# Step 1b (float32 backward): where 256-thread blocks need a cluster of 16 and
-# 512-thread blocks hold the row in a cluster of 8, the latter.  H200,
-# 2026-12-01 (notes/tune-runs/2026-12-01-cluster-row-p15.txt, ÷ torch.add, back
-# to back): 4096 x 151936 softmax backward 8 x 512 x 10 x 1 1.08 against 16 x
-# 256 x 10 x 2's 1.12, log_softmax backward 1.11 against 1.13, 1056 x 151936
-# 1.10 against 1.15 (quack 1.00 at 4096 rows); its loads' and stores' L2
-# policies changed nothing there (within 1-2 %).
-CR_BACKWARD_WIDER_THREADS = 512
+# Step 1b (float32 backward, removed in the thirtieth session): where 256-thread
+# blocks needed a cluster of 16 and 512-thread blocks held the row in a cluster
+# of 8, the latter.  H200, 2026-12-01 (notes/tune-runs/2026-12-01-cluster-row-
+# p15.txt, ÷ torch.add, back to back): 4096 x 151936 softmax backward 8 x 512 x
+# 10 x 1 1.08 against 16 x 256 x 10 x 2's 1.12.  Since the relaxed cluster-
+# barrier arrival (fc28a1e) the clusters of 16 at two blocks per SM run ahead
+# (notes/tune-runs/2026-12-03-register-slot-p83.txt and -backward-clusters-
+# p84.txt, H200, 2026-12-03, ÷ torch.add, 16 x 256 against 8 x 512): 4096 x
+# 151936 0.999-1.000 against 1.005-1.008 (log_softmax 1.004 against 1.009),
+# 1056 x 151936 0.91 against 0.92, 132 and 32 x 151936 1.06-1.07 and 1.23-1.25
+# against 1.11-1.12 and 1.30, 4096 x 196608 1.013 against 1.018, 528 x 196608
+# log_softmax 1.02-1.03 against 1.04-1.05, 4096 x 100000 1.048 against 1.070;
+# level at 128256 (4096 rows: 1.011 against 1.004-1.007, log_softmax 1.002
+# against 1.003; 1056 rows 1.017-1.021 against 1.016-1.018).
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535  # CUDA's limits on a grid's x and y dimensions
 
 
@@ -1165,10 +1170,6 @@ def cluster_row_plan(cols: int, dev: DeviceInfo, rows: int = 1 << 20, itemsize: 
             break
     else:
         return None
-    if (arrays, itemsize) == (2, ITEMSIZE) and cluster == MAX_CLUSTER and threads < CR_BACKWARD_WIDER_THREADS:
-        wider = next(most for t, most in CR_BLOCK_SHAPES[arrays, itemsize] if t == CR_BACKWARD_WIDER_THREADS)
-        if -(-vecs // (MAX_CLUSTER // 2)) <= CR_BACKWARD_WIDER_THREADS * wider:  # step 1b
-            threads, cluster = CR_BACKWARD_WIDER_THREADS, MAX_CLUSTER // 2
     while rows * cluster < dev.sm_count and 2 * cluster <= MAX_CLUSTER and vecs // (2 * cluster) >= threads:
         cluster *= 2
     vpt = -(-(-(-vecs // cluster)) // threads)
@@ -1829,7 +1830,9 @@ FALLBACKS = ("two_pass", "multi_block")
 #   two blocks per SM or more (probe 82, H200, 2026-12-03, ÷ torch.add,
 #   cluster_row against single_read, both ops: 4096 x 65536-196608 0.99-1.02
 #   against 1.03-1.07, 1056 x 151936 1.03 against 1.08-1.09; odd rows, 528 x
-#   100003, one block per SM: 1.12 / 1.22 against 1.10 / 1.23).
+#   100003, one block per SM: 1.12 / 1.22 against 1.10 / 1.23; probe 84, odd
+#   rows at 16 x 256 x 7 x 2: 132 x 100003 softmax 1.27-1.29 against
+#   1.40-1.42, 264 x 100003 log_softmax 1.11 against 1.16-1.17).
 # Since its cluster barrier's arrival went relaxed (fc28a1e: 5-12 % faster,
 # notes/TUNING.md), cluster_row runs ahead of single_read's clusters wherever
 # both hold the row (twenty-ninth session, notes/tune-runs/2026-12-03-cluster-
@@ -1944,7 +1947,7 @@ CLUSTER_ROW_HALVES_BLOCKS_PER_SM = 4
 CLUSTER_ROW_HALVES_ROWS_PER_SM = 2
 CLUSTER_ROW_HALVES_BYTES_PER_SM = 3 << 19
 CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER = 2
-CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 1
+CLUSTER_ROW_BACKWARD_ROWS_PER_SM = 2
 
 
 def _cluster_row_first(shape: Shape, dev: DeviceInfo, single_read: ClusterConfig | None) -> bool:

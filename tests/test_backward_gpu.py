@@ -320,16 +320,17 @@ def test_compute_sanitizer_backward(tool, tmp_path):
 
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("cols", [98305, 151937, 196608])
-def test_cluster_row_float_backward_in_clusters_of_8_blocks_of_512(op, cols):
-    """Step 1b of cluster_row's plan: float32 backward rows that 256-thread blocks split over 16 go to
-    512-thread blocks in clusters of 8; y, dy and dx at three different alignments, special values."""
+def test_cluster_row_float_backward_in_clusters_of_16_blocks_of_256(op, cols):
+    """cluster_row's float32 backward rows of 24577-49152 vectors: clusters of 16 blocks of 256
+    threads at two blocks per SM (8 blocks of 512 before the thirtieth session); y, dy and dx at
+    three different alignments, special values."""
     torch = _torch()
     dev = softmax_lab.device_info()
     if dev.compute_capability < 90:
         pytest.skip("cluster_row needs sm_90")
     rows = 300
     plan = sys.modules["softmax_lab.variants"].cluster_row_plan(cols, dev, rows, 4, 2)
-    assert (plan.cluster, plan.threads) == (8, 512), plan
+    assert (plan.cluster, plan.threads, plan.blocks_per_sm) == (16, 256, 2), plan
     x = torch.randn(rows, cols + 1, device="cuda")[:, 1:] * 3
     x[0, ::3] = -float("inf")
     x[2, cols // 2] = float("nan")

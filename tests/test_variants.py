@@ -368,11 +368,7 @@ def test_cluster_row_plans_hold_the_row_within_a_vector_per_thread(dev, itemsize
             assert plan.cluster in (1, 2, 4, 8, 16)
             # the first block shape whose cluster of 16 holds the row
             t, v = next((t, v) for t, v in shapes if vecs <= 16 * t * v)
-            if (arrays, itemsize) == (2, 4) and plan.threads == V.CR_BACKWARD_WIDER_THREADS and t == 256:
-                # step 1b: 512-thread blocks hold in a cluster of 8 what 256-thread ones split over 16
-                assert 8 * 256 * v < vecs <= 8 * 512 * v and plan.vpt <= v
-            else:
-                assert plan.threads == t and plan.vpt <= v
+            assert plan.threads == t and plan.vpt <= v
             per_block = -(-vecs // plan.cluster)
             assert plan.threads * (plan.vpt - 1) < per_block <= plan.threads * plan.vpt  # the block is filled
             budget = V.REGISTERS_PER_SM // (plan.threads * plan.blocks_per_sm)
@@ -442,9 +438,10 @@ def test_cluster_row_has_no_plan_before_hopper():
     (132, 65536, "float32", "softmax_backward", "cluster_row"),  # backward: rows on 16 bytes, any number
     (133, 65536, "float32", "softmax_backward", "cluster_row"),
     (1056, 65536, "float32", "softmax_backward", "cluster_row"),
-    (132, 100003, "float32", "softmax_backward", "single_read"),  # odd rows, cluster_row's one-block plan
     (132, 50257, "float32", "softmax_backward", "cluster_row"),  # odd rows, two cluster_row blocks per SM:
-    (133, 50257, "float32", "softmax_backward", "single_read"),  # up to a row per SM
+    (264, 100003, "float32", "log_softmax_backward", "cluster_row"),  # up to two rows per SM
+    (265, 100003, "float32", "log_softmax_backward", "single_read"),
+    (265, 50257, "float32", "softmax_backward", "single_read"),
     (4096, 151936, "float32", "softmax_backward", "cluster_row"),
     (4096, 196608, "float32", "log_softmax_backward", "cluster_row"),
     (4096, 196609, "float32", "softmax_backward", "cluster_row"),  # float rows past 768 KB
