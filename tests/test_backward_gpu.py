@@ -298,7 +298,7 @@ for name in ("two_pass", "multi_block", "cluster_row"):
         for dtype in (cp.float32, cp.float16):
             for rows, cols, off, g_off, o_off in ((3, 1, 0, 1, 0), (5, 1027, 1, 2, 3), (4, 40_000, 0, 3, 1),
                                                   (33, 65_537, 3, 0, 5), (2, 300_001, 2, 2, 0),
-                                                  (3, 151_937, 1, 2, 3)):  # cluster_row: 8 blocks of 512 (fp32)
+                                                  (3, 151_937, 1, 2, 3)):  # cluster_row: 16 blocks of 256 (fp32)
                 if name == "cluster_row" and (dtype != cp.float32 or cols < 20_000):
                     continue  # cluster_row's backward: float32 rows past three_pass's 16 KB
                 y = cp.random.random((rows, cols + off)).astype(dtype)[:, off:]
