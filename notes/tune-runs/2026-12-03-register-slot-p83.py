@@ -59,8 +59,8 @@ def backward(dev, r, c, op="softmax_backward", single_read=None):
     auto = V.preferences(sh, dev)[0].name
     res = []
     for rep in range(2):
-        for cl, th, vpt, bps in BACKWARD_PLANS + ([(0, 0, 0, 0)] if single_read else []):
-            plan = V.RowClusterPlan(cl, th, vpt, bps) if cl else single_read
+        for cl, th, vpt, bps, *stream in BACKWARD_PLANS + ([(0, 0, 0, 0)] if single_read else []):
+            plan = V.RowClusterPlan(cl, th, vpt, bps, *stream) if cl else single_read
             try:
                 launch = V.get_variant("cluster_row").prepare(sh, dev, plan=plan) if cl else \
                     V.get_variant("single_read").prepare(sh, dev, config=plan)
