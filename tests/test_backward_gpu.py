@@ -319,6 +319,37 @@ def test_compute_sanitizer_backward(tool, tmp_path):
 
 
 @pytest.mark.parametrize("op", OPS)
+def test_above_2_to_the_31_elements_float32_backward_in_clusters_of_16(op):
+    """float32 y and dy of more than 2^31 elements (8.6 GB each) through auto: cluster_row's
+    clusters of 16 blocks of 256 at two blocks per SM (rows of 151936)."""
+    torch = _torch()
+    dev = softmax_lab.device_info()
+    if dev.compute_capability < 90:
+        pytest.skip("cluster_row needs sm_90")
+    rows, cols = 14200, 151936
+    assert rows * cols > 2**31
+    V = sys.modules["softmax_lab.variants"]
+    shape = V.Shape(rows, cols, cols, cols, 0, 0, 4, "float32", op, cols, 0)
+    assert V.preferences(shape, dev)[0].name == "cluster_row"
+    assert V.cluster_row_plan(cols, dev, rows, 4, 2).cluster == 16
+    try:
+        y = torch.empty(rows, cols, device="cuda")
+        for r0 in range(0, rows, 2048):
+            y[r0 : r0 + 2048] = _forward(torch, torch.randn(min(2048, rows - r0), cols, device="cuda") * 3, op)
+        dy = torch.randn(rows, cols, device="cuda")
+        out = torch.full_like(y, float("nan"))
+    except torch.cuda.OutOfMemoryError:
+        pytest.skip("not enough device memory")
+    assert FUNCTIONS[op](dy, y, out=out) is out
+    torch.cuda.synchronize()
+    for r0 in list(range(0, rows, 1500)) + [rows - 3]:
+        sl = slice(r0, r0 + 3)
+        assert _ok(_error(out[sl], dy[sl], y[sl], "float32", op), "float32"), r0
+    del y, dy, out
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("cols", [98305, 151937, 196608])
 def test_cluster_row_float_backward_in_clusters_of_16_blocks_of_256(op, cols):
     """cluster_row's float32 backward rows of 24577-49152 vectors: clusters of 16 blocks of 256
