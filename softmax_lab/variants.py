@@ -1051,7 +1051,8 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #      vectors (three or more blocks per SM) first; then 256 of at most 24
 #      (two blocks per SM fill the register file, where 512 threads of 12 would
 #      take one block and half of it); then 512 of 13 (the backward: 256
-#      of at most 12, then 512 of 12; step 1b, below, is gone);
+#      of at most 12, then 512 of 12; step 1b, which took 512-thread blocks
+#      in clusters of 8 for some backward rows, is gone: below);
 #   2. cluster: the smallest power of two whose slice ceil(vecs / c) fits a
 #      block; while the clusters are fewer than the SMs (rows x c < SMs),
 #      doubled, as long as each thread keeps a vector, so that every SM works;
@@ -1082,6 +1083,20 @@ def resident_groups(config, kernel: cupy.RawKernel, dev: DeviceInfo) -> int:
 #      1.04-1.08 / 1.07-1.10 / 1.04-1.08; x 393216 1.03-1.08 / 1.08-1.11 /
 #      1.17-1.20; 8192 x 393216 log_softmax 1.040 / 1.083; half log_softmax
 #      1056-4096 x 786432 1.05-1.06 / 1.09-1.10.
+# Step 1b (float32 backward, removed in the thirtieth session): where 256-thread
+# blocks needed a cluster of 16 and 512-thread blocks held the row in a cluster
+# of 8, the latter.  H200, 2026-12-01 (notes/tune-runs/2026-12-01-cluster-row-
+# p15.txt, ÷ torch.add, back to back): 4096 x 151936 softmax backward 8 x 512 x
+# 10 x 1 1.08 against 16 x 256 x 10 x 2's 1.12.  Since the relaxed cluster-
+# barrier arrival (fc28a1e) the clusters of 16 at two blocks per SM run ahead
+# (notes/tune-runs/2026-12-03-register-slot-p83.txt and -backward-clusters-
+# p84.txt, H200, 2026-12-03, ÷ torch.add, 16 x 256 against 8 x 512): 4096 x
+# 151936 0.999-1.000 against 1.005-1.008 (log_softmax 1.004 against 1.009),
+# 1056 x 151936 0.91 against 0.92, 132 and 32 x 151936 1.06-1.07 and 1.23-1.25
+# against 1.11-1.12 and 1.30, 4096 x 196608 1.013 against 1.018, 528 x 196608
+# log_softmax 1.02-1.03 against 1.04-1.05, 4096 x 100000 1.048 against 1.070;
+# level at 128256 (4096 rows: 1.011 against 1.004-1.007, log_softmax 1.002
+# against 1.003; 1056 rows 1.017-1.021 against 1.016-1.018).
 CR_BLOCK_SHAPES = {  # (arrays, element size) -> (threads, most vectors per thread), in order of preference
     (1, 4): ((256, 13), (256, 24), (512, 13)),
     (1, 2): ((256, 13), (256, 24), (512, 13)),
@@ -1103,20 +1118,6 @@ CR_OTHER_REGISTERS = {(1, 4): 24, (1, 2): 32, (2, 4): 32, (2, 2): 40}
 CR_MIN_REGISTERS = {1: 32, 2: 48}  # by arrays
 CR_ONE_BLOCK_REGISTERS = 8
 CR_MAX_BLOCKS_PER_SM = 8
-# Step 1b (float32 backward, removed in the thirtieth session): where 256-thread
-# blocks needed a cluster of 16 and 512-thread blocks held the row in a cluster
-# of 8, the latter.  H200, 2026-12-01 (notes/tune-runs/2026-12-01-cluster-row-
-# p15.txt, ÷ torch.add, back to back): 4096 x 151936 softmax backward 8 x 512 x
-# 10 x 1 1.08 against 16 x 256 x 10 x 2's 1.12.  Since the relaxed cluster-
-# barrier arrival (fc28a1e) the clusters of 16 at two blocks per SM run ahead
-# (notes/tune-runs/2026-12-03-register-slot-p83.txt and -backward-clusters-
-# p84.txt, H200, 2026-12-03, ÷ torch.add, 16 x 256 against 8 x 512): 4096 x
-# 151936 0.999-1.000 against 1.005-1.008 (log_softmax 1.004 against 1.009),
-# 1056 x 151936 0.91 against 0.92, 132 and 32 x 151936 1.06-1.07 and 1.23-1.25
-# against 1.11-1.12 and 1.30, 4096 x 196608 1.013 against 1.018, 528 x 196608
-# log_softmax 1.02-1.03 against 1.04-1.05, 4096 x 100000 1.048 against 1.070;
-# level at 128256 (4096 rows: 1.011 against 1.004-1.007, log_softmax 1.002
-# against 1.003; 1056 rows 1.017-1.021 against 1.016-1.018).
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535  # CUDA's limits on a grid's x and y dimensions
 
 
