@@ -83,6 +83,28 @@ def _forward(torch, x, op):
     return torch.softmax(x, -1) if op == "softmax_backward" else torch.log_softmax(x, -1)
 
 
+def _large_arrays(torch, rows, cols, dtype, op, scale=1.0, step=1024):
+    """y (the forward op of scale x a normal draw, `step` rows at a time), dy (a normal draw) and a
+    NaN-filled out, rows x cols of dtype: the tests past 2^31 elements.  Skips where the device's
+    memory is short."""
+    assert rows * cols > 2**31
+    try:
+        y = torch.empty(rows, cols, device="cuda", dtype=getattr(torch, dtype))
+        for r0 in range(0, rows, step):
+            y[r0 : r0 + step] = _forward(torch, torch.randn(min(step, rows - r0), cols, device="cuda") * scale, op)
+        dy = torch.randn(rows, cols, device="cuda").to(y.dtype)
+        return y, dy, torch.full_like(y, float("nan"))
+    except torch.cuda.OutOfMemoryError:
+        pytest.skip("not enough device memory")
+
+
+def _assert_rows_ok(out, dy, y, dtype, op, starts):
+    """Rows r0 .. r0 + 2 of out, for each r0 in starts, within the dtype's bound of the float64 reference."""
+    for r0 in starts:
+        sl = slice(r0, r0 + 3)
+        assert _ok(_error(out[sl], dy[sl], y[sl], dtype, op), dtype), r0
+
+
 def _view(torch, rng, rows, cols, dtype, make):
     """make(rows, width) as a dtype tensor, then [:, k : k + cols] for a random k: every alignment."""
     k = int(rng.integers(0, 9))
@@ -265,17 +287,10 @@ def test_above_2_to_the_31_elements_backward(name):
     2^30 + 3: the backward's index arithmetic is 64-bit."""
     torch = _torch()
     rows, cols = 5462, 393216
-    assert rows * cols > 2**31
-    y = torch.empty(rows, cols, device="cuda", dtype=torch.bfloat16)
-    for r0 in range(0, rows, 1024):
-        y[r0 : r0 + 1024] = torch.softmax(torch.randn(min(1024, rows - r0), cols, device="cuda"), -1)
-    dy = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
-    out = torch.full_like(y, float("nan"))
+    y, dy, out = _large_arrays(torch, rows, cols, "bfloat16", "softmax_backward")
     softmax_lab.softmax_backward(dy, y, variant=name, out=out)
     torch.cuda.synchronize()
-    for r0 in list(range(0, rows, 700)) + [rows - 3]:
-        sl = slice(r0, r0 + 3)
-        assert _ok(_error(out[sl], dy[sl], y[sl], "bfloat16", "softmax_backward"), "bfloat16"), r0
+    _assert_rows_ok(out, dy, y, "bfloat16", "softmax_backward", list(range(0, rows, 700)) + [rows - 3])
     del y, dy, out
     if name == "cluster_row":  # a row of 2^30 elements is past what a cluster holds
         return
@@ -327,24 +342,14 @@ def test_above_2_to_the_31_elements_float32_backward_in_clusters_of_16(op):
     if dev.compute_capability < 90:
         pytest.skip("cluster_row needs sm_90")
     rows, cols = 14200, 151936
-    assert rows * cols > 2**31
     V = sys.modules["softmax_lab.variants"]
     shape = V.Shape(rows, cols, cols, cols, 0, 0, 4, "float32", op, cols, 0)
     assert V.preferences(shape, dev)[0].name == "cluster_row"
     assert V.cluster_row_plan(cols, dev, rows, 4, 2).cluster == 16
-    try:
-        y = torch.empty(rows, cols, device="cuda")
-        for r0 in range(0, rows, 2048):
-            y[r0 : r0 + 2048] = _forward(torch, torch.randn(min(2048, rows - r0), cols, device="cuda") * 3, op)
-        dy = torch.randn(rows, cols, device="cuda")
-        out = torch.full_like(y, float("nan"))
-    except torch.cuda.OutOfMemoryError:
-        pytest.skip("not enough device memory")
+    y, dy, out = _large_arrays(torch, rows, cols, "float32", op, scale=3.0, step=2048)
     assert FUNCTIONS[op](dy, y, out=out) is out
     torch.cuda.synchronize()
-    for r0 in list(range(0, rows, 1500)) + [rows - 3]:
-        sl = slice(r0, r0 + 3)
-        assert _ok(_error(out[sl], dy[sl], y[sl], "float32", op), "float32"), r0
+    _assert_rows_ok(out, dy, y, "float32", op, list(range(0, rows, 1500)) + [rows - 3])
     del y, dy, out
     torch.cuda.empty_cache()
 

@@ -21,7 +21,7 @@ import pytest
 import softmax_lab
 import softmax_lab.variants  # noqa: F401
 from sanitizer import run_sanitized
-from test_backward_gpu import FUNCTIONS, _check_special_values, _error, _forward, _ok
+from test_backward_gpu import FUNCTIONS, _assert_rows_ok, _check_special_values, _error, _forward, _large_arrays, _ok
 from test_single_read_dtypes_gpu import _torch_stream
 
 V = sys.modules["softmax_lab.variants"]
@@ -286,19 +286,10 @@ def test_beyond_2_31_elements(op):
     torch = _torch()
     _hopper()
     rows, cols = 5462, 393216
-    try:
-        y = torch.empty(rows, cols, device="cuda", dtype=torch.bfloat16)
-        for r0 in range(0, rows, 1024):
-            y[r0 : r0 + 1024] = _forward(torch, torch.randn(min(1024, rows - r0), cols, device="cuda"), op)
-        dy = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
-        out = torch.full_like(y, float("nan"))
-    except torch.cuda.OutOfMemoryError:
-        pytest.skip("not enough device memory")
+    y, dy, out = _large_arrays(torch, rows, cols, "bfloat16", op)
     FUNCTIONS[op](dy, y, variant="single_read", out=out)
     torch.cuda.synchronize()
-    for r0 in [0, 1, rows // 2, rows - 9, rows - 3]:
-        sl = slice(r0, r0 + 3)
-        assert _ok(_error(out[sl], dy[sl], y[sl], "bfloat16", op), "bfloat16"), r0
+    _assert_rows_ok(out, dy, y, "bfloat16", op, [0, 1, rows // 2, rows - 9, rows - 3])
     del y, dy, out
     torch.cuda.empty_cache()
 
