@@ -296,23 +296,34 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
 # sets the longest row: on the H200, 132 x 4 x 56 KB, 29.6 MB.
 # The block shape (notes/TUNING.md, "Long rows held in shared memory"): the
 # split schedule (two groups of warps, one reducing while the other writes) in
-# one block per SM of MBS_SPLIT_THREADS x MBS_VPT vectors where its slots hold
-# MBS_SPLIT_MIN_ROWS rows or more; else the one-group schedule in one block per
-# SM of MBS_THREADS, whose smaller chunks leave four slots to the row (probe
-# 62, float32 ÷ copy, against the two blocks per SM of 256 x 8 x 3 that the
-# split replaced: 1024 x 1048576 1.05-1.06 against 1.14, 64 x 2097152 1.02
-# against 1.09, 132 x 600001 1.20 against 1.26; at 40 x 3145728, 2.06 rows
-# held, 1.36 against the one group's 1.31; 4M columns 1.50-1.55 against
-# 1.37-1.44).  The same rule for halves, whose split reducers sum their 16
-# vectors as two runs of 8 (split_max_sum: one sum of 16 lost the small terms
-# of float16 log_softmax's outputs near 0, 2 ulp); their one-group build is
-# slower than multi_block_l2, so auto takes halves here in the split alone
-# (probe 69, H200, 2026-12-02, bf16 softmax / fp16 log_softmax ÷ copy, split
-# against one group of 448 and multi_block_l2: 132 x 1048576 1.42 / 1.23
-# against 1.71 / 1.63 and 1.48 / 1.40; 132 x 4194304 1.36 / 1.18 against
-# 1.61 / 1.52 and 1.44 / 1.42).
+# one block per SM of MBS_SPLIT_THREADS threads where its slots hold
+# MBS_SPLIT_MIN_ROWS rows or more (float32 log_softmax: MBS_SPLIT_MIN_ROWS_LOG);
+# its vectors per thread, of MBS_SPLIT_VPTS, the most whose slots hold
+# MBS_SPLIT_AMPLE_ROWS rows (larger chunks, fewer per-chunk steps), else those
+# whose slots hold the most rows (on the H200 7: four slots of 56 KB, where 8
+# leaves three of 64 KB).  Else the one-group schedule in one block per SM of
+# MBS_THREADS x MBS_VPT, which waits better on a ring of fewer rows (and
+# float32 log_softmax's one group writes without an exponential).
+# Probe 62, float32 ÷ copy, the split of 512 x 8 x 3 against the two blocks
+# per SM of 256 x 8 x 3 that it replaced: 1024 x 1048576 1.05-1.06 against
+# 1.14, 64 x 2097152 1.02 against 1.09, 132 x 600001 1.20 against 1.26.
+# Probes 88 and 90 (H200, 2026-12-03), 512 x 7 x 4 split / 512 x 8 x 3 split /
+# 448 x 8 x 4 one group, float32: 132 x 3145728 (2.4 rows held) 1.11-1.12 /
+# 1.27 / 1.19-1.21, 32 x 3600000 (2.05) 1.20 / - / 1.27, 64 x 2097152 1.06 /
+# 1.12 / 1.28, 132 x 1572864 (8 x 3 holds 4.1 rows) 1.05 / 1.07 / -,
+# 132 x 1048576 (6.2) 1.07-1.08 / 1.06-1.07 / 1.34, 4194304 (1.84) 1.38-1.40 /
+# 1.47 / 1.33-1.36; log_softmax 132 x 3145728 1.23 / - / 1.18.  Halves, split
+# 7 x 4 / 8 x 3 / one group / multi_block_l2: bf16 64 x 4194304 1.16 / 1.21 /
+# - / 1.45, bf16 132 x 6291456 1.16 / - / 1.37 / 1.48, fp16 log_softmax
+# 64 x 6291456 1.23 / - / 1.28 / 1.47, bf16 132 x 7400000 1.24 / - / 1.34 / 1.50.
+# The halves' split reducers sum their vectors as two runs of MBS_VPT
+# (split_max_sum: one sum of 16 lost the small terms of float16 log_softmax's
+# outputs near 0, 2 ulp); their one-group build is slower than multi_block_l2
+# (probe 69, H200, 2026-12-02: 132 x 4194304 bf16 1.61 against 1.44), so auto
+# takes halves here in the split alone.
 MBS_THREADS, MBS_SPLIT_THREADS, MBS_VPT = 448, 512, 8
-MBS_SPLIT_MIN_ROWS = 3
+MBS_SPLIT_VPTS = (8, 7)
+MBS_SPLIT_MIN_ROWS, MBS_SPLIT_MIN_ROWS_LOG, MBS_SPLIT_AMPLE_ROWS = 2, 3, 6
 MBS_STATIC_SMEM = 1024  # the kernel's own shared memory (mbarriers, slot records, scratch): 384 / 640 (split) bytes at sm_90
 
 
@@ -327,12 +338,19 @@ def multi_block_smem_slots(dev: DeviceInfo, threads: int, vpt: int, blocks_per_s
     return budget // _multi_block_smem_slot_bytes(threads, vpt)
 
 
-def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo) -> tuple[int, int, int, bool]:
-    """(threads, vectors per thread, blocks per SM, split schedule) for rows of `cols` elements of `itemsize` bytes."""
-    vecs = _row_vecs(cols, itemsize)
-    split_slots = dev.sm_count * multi_block_smem_slots(dev, MBS_SPLIT_THREADS, MBS_VPT, 1)
-    if split_slots >= MBS_SPLIT_MIN_ROWS * -(-vecs // (MBS_SPLIT_THREADS * MBS_VPT)):
-        return MBS_SPLIT_THREADS, MBS_VPT, 1, True
+def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo,
+                           op: str = "softmax") -> tuple[int, int, int, bool]:
+    """(threads, vectors per thread, blocks per SM, split schedule) for rows of `cols` elements of
+    `itemsize` bytes (the rule above)."""
+    def rows_held(vpt: int) -> float:  # rows the split's ring holds at vpt vectors a thread
+        chunks = -(-_row_vecs(cols, itemsize) // (MBS_SPLIT_THREADS * vpt))
+        return dev.sm_count * multi_block_smem_slots(dev, MBS_SPLIT_THREADS, vpt, 1) / chunks
+
+    ample = [v for v in MBS_SPLIT_VPTS if rows_held(v) >= MBS_SPLIT_AMPLE_ROWS]
+    vpt = max(ample) if ample else max(MBS_SPLIT_VPTS, key=rows_held)
+    least = MBS_SPLIT_MIN_ROWS_LOG if itemsize == ITEMSIZE and op == "log_softmax" else MBS_SPLIT_MIN_ROWS
+    if rows_held(vpt) >= least:
+        return MBS_SPLIT_THREADS, vpt, 1, True
     return MBS_THREADS, MBS_VPT, 1, False
 
 
@@ -353,7 +371,7 @@ def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None
                               slots: int | None = None, blocks_per_sm: int | None = None, lag: int | None = None,
                               grid: int | None = None, split: bool | None = None) -> Launcher:
     """The launch; the keywords force a block shape, ring, lag, grid or schedule (probes and tests)."""
-    rule = multi_block_smem_block(shape.cols, shape.itemsize, dev)
+    rule = multi_block_smem_block(shape.cols, shape.itemsize, dev, shape.op)
     threads, vpt, blocks_per_sm = threads or rule[0], vpt or rule[1], blocks_per_sm or rule[2]
     split = rule[3] if split is None else split
     if split and threads % 64:
@@ -1660,11 +1678,14 @@ _ALL = (
         reads=1, writes=1, min_compute_capability=90,
         summary=("a row split over blocks in one persistent launch, each chunk held in shared memory from its "
                  "read to its write: rows up to the whole GPU's shared memory, read once"),
-        launch_rule=(f"resident blocks taking chunks of threads x {MBS_VPT} vectors in ticket order into a ring of as "
+        launch_rule=("resident blocks taking chunks of threads x vpt vectors in ticket order into a ring of as "
                      "many slots as shared memory holds (bulk copies); one block per SM of "
-                     f"{MBS_SPLIT_THREADS} threads in two groups (one reducing, one writing) where its slots hold "
-                     f"{MBS_SPLIT_MIN_ROWS} rows, else of {MBS_THREADS} in one group; a chunk written once its row "
-                     "is complete (multi_block_smem_block)"),
+                     f"{MBS_SPLIT_THREADS} threads in two groups (one reducing, one writing), vpt in "
+                     f"{MBS_SPLIT_VPTS} (the most whose slots hold {MBS_SPLIT_AMPLE_ROWS} rows, else those holding "
+                     f"the most), where they hold {MBS_SPLIT_MIN_ROWS} rows (float32 log_softmax "
+                     f"{MBS_SPLIT_MIN_ROWS_LOG}), else of "
+                     f"{MBS_THREADS} x {MBS_VPT} in one group; a chunk written once its row is complete "
+                     "(multi_block_smem_block)"),
         prepare_launch=_prepare_multi_block_smem,
         max_cols=_multi_block_smem_max_cols,
         ops=OPS,
@@ -2017,7 +2038,7 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     plan = _single_read_forward_plan(shape, dev)
     merged = plan if plan is not None and plan.memory_merge else None
     if "multi_block_smem" in names and shape.itemsize != ITEMSIZE:
-        if not multi_block_smem_block(shape.cols, shape.itemsize, dev)[3]:
+        if not multi_block_smem_block(shape.cols, shape.itemsize, dev, shape.op)[3]:
             names = tuple(n for n in names if n != "multi_block_smem")  # halves take its split schedule only
         elif _one_round_of_clusters(plan, shape.rows, dev):
             names = ("single_read",) + tuple(n for n in names if n != "single_read")

@@ -99,7 +99,7 @@ def _builds():
             for op in ALL_OPS:
                 defines = V.multi_block_l2_defines(dtype, op, cc)
                 yield pytest.param("multi_block_l2.cu", arch, defines, id=f"multi_block_l2-launched-{dtype}-{op}-{arch}")
-    for cols in (1 << 20, 1 << 22):  # multi_block_smem's two builds on the H200 (split, one group)
+    for cols in (1 << 20, 1 << 21, 1 << 22):  # multi_block_smem's three builds on the H200 (two splits, one group)
         threads, vpt, per_sm, split = V.multi_block_smem_block(cols, 4, V._H200)
         slots = V.multi_block_smem_slots(V._H200, threads, vpt, per_sm)
         for dtype in DTYPES:

@@ -77,7 +77,10 @@ def test_a_ring_too_small_for_a_row_is_cannot_run():
 @pytest.mark.parametrize("dtype, op, rows, cols, x_off, y_off", [
     ("float32", "softmax", 3, (1 << 22) + 5, 1, 3),  # one group of 448 threads (16 MB rows)
     ("float32", "log_softmax", 2, 7_000_001, 0, 1),  # near the longest row the slots hold
-    ("float32", "softmax", 17, 1_048_579, 3, 0),  # the split schedule, 512 threads
+    ("float32", "softmax", 17, 1_048_579, 3, 0),  # the split schedule, 512 threads x 8 vectors, 3 slots
+    ("float32", "softmax", 5, 3_000_001, 1, 2),  # the split of 512 x 7 x 4 (2.5 rows held)
+    ("float32", "log_softmax", 5, 3_000_001, 2, 0),  # float32 log_softmax there: one group
+    ("bfloat16", "softmax", 3, 6_000_007, 2, 1),  # halves' split of 512 x 7 x 4
     ("float32", "log_softmax", 40, 600_001, 2, 2),
     ("bfloat16", "softmax", 5, 1 << 23, 0, 0),  # 16 MB rows of halves
     ("float16", "log_softmax", 9, 2_097_155, 5, 3),
@@ -89,7 +92,7 @@ def test_long_rows_by_the_launch_rule(dtype, op, rows, cols, x_off, y_off):
     _special(torch, x)
     y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
     _launch(x, y, op, variant="multi_block_smem")
-    _assert_every_row(torch, x, y, yb, y_off, op, V.multi_block_smem_block(cols, x.element_size(), dev))
+    _assert_every_row(torch, x, y, yb, y_off, op, V.multi_block_smem_block(cols, x.element_size(), dev, op))
 
 
 def _assert_every_row(torch, x, y, yb, y_off, op, label):
@@ -174,7 +177,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
                                   (5, 64 * 2 * 3 * 16 // 4 - 3, dict(threads=64, vpt=2, slots=2, grid=3, split=True)),
                                   (3, 40_003, dict(grid=4)),  # the launch rule's build (split), a small grid
                                   (2, 3 * 448 * 8 * 4 + 5, dict(threads=448, vpt=8, slots=4, grid=3, split=False)),
-                                  (2, 3 * 512 * 8 * 3 + 5, dict(threads=512, vpt=8, slots=3, grid=3, split=True))):
+                                  (2, 3 * 512 * 8 * 3 + 5, dict(threads=512, vpt=8, slots=3, grid=3, split=True)),
+                                  (2, 3 * 512 * 7 * 4 + 5, dict(threads=512, vpt=7, slots=4, grid=3, split=True))):
             x = _input(torch, rows, cols, dtype, 1, seed=cols)
             y, _ = _poisoned_out(torch, rows, cols, dtype, 2)
             _launch(x, y, op, variant="multi_block_smem", **knobs)

@@ -255,8 +255,8 @@ def test_auto_takes_memory_merged_groups_where_they_pay(rows, cols, first):
     (1, 1 << 20, "single_read"), (7, 1 << 20, "single_read"),  # one round of 7 resident clusters of 16
     (8, 1 << 20, "multi_block_smem"),  # two rounds
     (1024, 1 << 20, "multi_block_smem"),  # ahead of the groups (11 blocks, 85 rounds) for halves
-    (132, 132 * 32768, "multi_block_smem"),  # the longest row its split holds
-    (132, 132 * 32768 + 1, "multi_block_l2"), (5, 1 << 23, "multi_block_l2"),  # one group: not taken
+    (132, 132 * 32768 + 1, "multi_block_smem"), (132, 7_569_408, "multi_block_smem"),  # the longest its split holds
+    (132, 7_569_409, "multi_block_l2"), (5, 1 << 23, "multi_block_l2"),  # one group: not taken
 ])
 @pytest.mark.parametrize("dtype, op", [("bfloat16", "softmax"), ("float16", "log_softmax")])
 def test_auto_takes_multi_block_smem_split_for_long_half_rows(rows, cols, first, dtype, op):
@@ -320,14 +320,23 @@ def test_auto_rules(cols, on_h200, on_a100):
 
 def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
     assert V.multi_block_smem_slots(H200, 448, 8, 1) == 4 and V.multi_block_smem_slots(H200, 512, 8, 1) == 3
-    assert V.multi_block_smem_block(1 << 20, 4, H200) == (512, 8, 1, True)  # 4 MB rows: 396 slots of 64 KB hold 6
-    assert V.multi_block_smem_block(1 << 21, 4, H200) == (512, 8, 1, True)  # 8 MB: 3
-    assert V.multi_block_smem_block(2_200_000, 4, H200) == (448, 8, 1, False)  # 8.8 MB: 2.9 split
-    assert V.multi_block_smem_block(3 << 20, 4, H200) == (448, 8, 1, False)  # 12 MB: 2.06 split, 2.4 alone
-    assert V.multi_block_smem_block(1 << 22, 4, H200) == (448, 8, 1, False)  # 16 MB: 1.5 split, 1.8 alone
+    assert V.multi_block_smem_slots(H200, 512, 7, 1) == 4  # the split's ring: 4 x 56 KB against 3 x 64 KB
+    assert V.multi_block_smem_block(1 << 20, 4, H200) == (512, 8, 1, True)  # 4 MB rows: 396 slots of 64 KB hold 6.2
+    assert V.multi_block_smem_block(1_572_864, 4, H200) == (512, 7, 1, True)  # 6 MB: 4.1 in 396, 4.8 in 528
+    assert V.multi_block_smem_block(1 << 21, 4, H200) == (512, 7, 1, True)  # 8 MB: 3.6
+    assert V.multi_block_smem_block(3 << 20, 4, H200) == (512, 7, 1, True)  # 12 MB: 2.4
+    assert V.multi_block_smem_block(3 << 20, 4, H200, "log_softmax") == (448, 8, 1, False)  # float32 log: 3 rows
+    assert V.multi_block_smem_block(1 << 21, 4, H200, "log_softmax") == (512, 7, 1, True)
+    longest = 132 * 4 * 512 * 7 * 4 // 2  # float32 columns of two rows in the split's ring
+    assert V.multi_block_smem_block(longest, 4, H200) == (512, 7, 1, True)
+    assert V.multi_block_smem_block(longest + 1, 4, H200) == (448, 8, 1, False)  # 1.99 rows: one group
+    assert V.multi_block_smem_block(1 << 22, 4, H200) == (448, 8, 1, False)  # 16 MB: 1.84 rows
     assert V.multi_block_smem_block(1 << 20, 2, H200) == (512, 8, 1, True)  # halves by bytes: 2 MB rows
-    assert V.multi_block_smem_block(132 * 32768, 2, H200) == (512, 8, 1, True)  # 396 slots of 32768 halves hold 3
-    assert V.multi_block_smem_block(132 * 32768 + 1, 2, H200) == (448, 8, 1, False)
+    assert V.multi_block_smem_block(1 << 22, 2, H200) == (512, 7, 1, True)  # 8 MB: 3.1 in 396, 3.6 in 528
+    assert V.multi_block_smem_block(2 * longest, 2, H200, "log_softmax") == (512, 7, 1, True)  # halves: 2 rows
+    assert V.multi_block_smem_block(2 * longest + 1, 2, H200) == (448, 8, 1, False)
+    a100 = V.multi_block_smem_block(1 << 21, 4, A100)  # 163 KB: two slots of 8 vectors hold more than two of 7
+    assert a100[1] == 8 and V.multi_block_smem_slots(A100, 512, 8, 1) == V.multi_block_smem_slots(A100, 512, 7, 1)
     mbs = get_variant("multi_block_smem")
     assert mbs.max_cols(H200) == 132 * 4 * 448 * 8 * 4 and mbs.max_cols(H200, "bfloat16") == 2 * mbs.max_cols(H200)
     assert mbs.unsupported_reason(1 << 20, H200) is None
