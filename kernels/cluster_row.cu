@@ -87,6 +87,9 @@
 // exponential at half the blocks per SM, ran 1.24-1.79: notes/TUNING.md); the
 // halves' log_softmax sums by exp_elem too.
 #define CR_HALF_SOFTMAX (SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
+#ifndef CR_LINE_SLICES  // 1: the blocks' slices start on 128-byte lines of x (below)
+#define CR_LINE_SLICES 1
+#endif
 #ifndef CR_BLOCKS_PER_SM  // __launch_bounds__: the register budget ptxas is held to
 #define CR_BLOCKS_PER_SM 2
 #endif
@@ -116,9 +119,19 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     if (row >= rows) return;  // the last grid line's spare clusters (every block of a cluster alike)
     exchange_open(ex);  // the cluster barrier's arrival: its wait comes before the pushes
     const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
-    const i64 per_block = (r.vecs + CR_CLUSTER - 1) / CR_CLUSTER;
+    // Block b's slice: vectors [b per_block - shift, (b + 1) per_block - shift) of the body, clipped
+    // to it.  CR_LINE_SLICES: where the blocks hold it, per_block is a whole number of 128-byte
+    // lines and shift the body's first vector's place in its line, so that no line of x is split
+    // between two blocks; else an even split (shift 0).
+    i64 per_block = (r.vecs + CR_CLUSTER - 1) / CR_CLUSTER, shift = 0;
+#if CR_LINE_SLICES
+    const i64 line_shift = (i64)(((size_t)(r.x + r.head) & 127u) / 16u);
+    const i64 lined = ((r.vecs + line_shift + CR_CLUSTER - 1) / CR_CLUSTER + 7) & ~(i64)7;
+    if (lined <= (i64)CR_THREADS * CR_VPT) per_block = lined, shift = line_shift;
+#endif
     if (per_block > (i64)CR_THREADS * CR_VPT) __trap();  // the launch rule's invariant
-    const i64 v0 = min((i64)rank * per_block, r.vecs), v1 = min(v0 + per_block, r.vecs);
+    const i64 v0 = min(max((i64)rank * per_block - shift, (i64)0), r.vecs);
+    const i64 v1 = min((i64)(rank + 1) * per_block - shift, r.vecs);
     const auto in = body_in(r);
     // This thread's vectors in the slice: the first `mine`; the rest padded
     // with elements no reduction notices (-inf forward, zeros backward).

@@ -404,16 +404,26 @@ def _in_place_only(op):
         raise ValueError(f"the in-place emulation is of softmax (float32, or halves built wide); got {op}")
 
 
-def cluster_slices(body, scalars, threads, cluster, per_block, exp=exp_approx):
+def line_slices(vecs, cluster, line_shift, capacity):
+    """cluster_row's slices (CR_LINE_SLICES): (per_block, shift), block b holding the body's
+    vectors [b per_block - shift, (b + 1) per_block - shift) clipped to it; per_block a whole
+    number of 8-vector (128-byte) lines past the body's line_shift where `capacity` vectors a
+    block hold that, else the even split (shift 0)."""
+    per_block = -(-(vecs + line_shift) // cluster)
+    lined = -(-per_block // 8) * 8
+    return (lined, line_shift) if lined <= capacity else (-(-vecs // cluster), 0)
+
+
+def cluster_slices(body, scalars, threads, cluster, per_block, exp=exp_approx, shift=0):
     """single_read's and cluster_row's blocks (call under np.errstate): block b
-    holds the body's vectors [b per_block, (b + 1) per_block), thread t of block
-    0 also scalar t; each thread's max m, e = exp(x - m) of its vectors and
-    scalar, the block's merged (max, sum).  Returns [(v0, m, e, e_sc)] by block
-    and the cluster's merged (M, S)."""
+    holds the body's vectors [b per_block - shift, (b + 1) per_block - shift),
+    clipped to the body, thread t of block 0 also scalar t; each thread's max m,
+    e = exp(x - m) of its vectors and scalar, the block's merged (max, sum).
+    Returns [(v0, m, e, e_sc)] by block and the cluster's merged (M, S)."""
     blocks, pairs = [], []
     for rank in range(cluster):
-        v0 = min(rank * per_block, len(body))
-        v = thread_vectors(body[v0 : v0 + per_block], threads)  # (iter, thread, vec)
+        v0 = min(max(rank * per_block - shift, 0), len(body))
+        v = thread_vectors(body[v0 : max(v0, (rank + 1) * per_block - shift)], threads)  # (iter, thread, vec)
         sc = np.full(threads, NEG_INF, dtype=F32)
         if rank == 0:
             sc[: len(scalars)] = scalars
@@ -433,7 +443,7 @@ def put_scalars(out, y_sc, head, n_scalars):
 
 
 def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", slice_vecs=None, exp_shift=None,
-                split_scale=None):
+                split_scale=None, slices=None):
     """single_read.cu with e in place (SR_IN_PLACE: float32 softmax, or half
     softmax built wide, vec=8, through run()): slices per block, per-thread max
     then e, block and cluster merges, y = e * e^(m_t - M) / S.  slice_vecs: a
@@ -441,16 +451,17 @@ def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", sli
     slice_vecs vectors each), where a cluster splits the row's body evenly.
     exp_shift: e by exp_elem with that shift (cluster_row's float32), else by
     exp_approx; split_scale (InPlaceScale, by default past a shift of 8): y =
-    e * e^(m_t - M) * (1 / S), two roundings, not e * (e^(m_t - M) / S)."""
+    e * e^(m_t - M) * (1 / S), two roundings, not e * (e^(m_t - M) / S).
+    slices: (per_block, shift) as cluster_slices takes them (cluster_row's line_slices)."""
     _in_place_only(op)
     body, scalars = split(row, misalign, vec)
-    per_block = slice_vecs or -(-len(body) // cluster)
+    per_block, shift = slices or (slice_vecs or -(-len(body) // cluster), 0)
     head, _ = row_span(len(row), misalign, vec)
-    out = np.empty_like(row)
+    out = np.full_like(row, np.nan)  # poisoned: an element no block writes stays NaN
     exp = exp_approx if exp_shift is None else exp_elem_of_difference(exp_shift)
     split_scale = (exp_shift or 0) > 8 if split_scale is None else split_scale
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, per_block, exp)
+        blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, per_block, exp, shift)
         for rank, (v0, m, e, e_sc) in enumerate(blocks):
             rescale, inv = exp_approx(m - total_m), F32(1) / total_s
             if split_scale:
@@ -459,46 +470,52 @@ def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", sli
             else:
                 scale = (rescale * inv).astype(F32)
             y = (e * scale[None, :, None]).reshape(-1, vec)
-            count = min(per_block, len(body) - v0)
+            count = min((rank + 1) * per_block - shift, len(body)) - v0
             out[head + vec * v0 : head + vec * (v0 + count)] = y[:count].reshape(-1) if count > 0 else []
             if rank == 0:
                 put_scalars(out, e_sc * scale, head, len(scalars))
     return out
 
 
-def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", exp_shift=None, **in_place):
-    """cluster_row.cu: single_read's slices and merges, one row per cluster.
+def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", exp_shift=None, line_shift=0,
+                capacity=None, **in_place):
+    """cluster_row.cu: single_read's slices and merges, one row per cluster,
+    the slices on 128-byte lines past the body's `line_shift` where blocks of
+    `capacity` vectors hold them (line_slices; capacity None: no bound).
     float32 softmax keeps e in place (CR_IN_PLACE), as single_read, by
     exp_elem with `exp_shift` (FLOAT_EXP_FTZ; by default float32's); half softmax (CR_HALF_SOFTMAX)
     takes exp_elem with `exp_shift` twice (cluster_row_half_softmax);
     log_softmax takes each thread's max then sum (held_max_sum; halves' terms
     by exp_elem, shift 0), block 0 adds the scalars, and writes the output
     from x."""
+    body, scalars = split(row, misalign, vec)
+    slices = line_slices(len(body), cluster, line_shift, len(body) if capacity is None else capacity)
     if op == "softmax" and vec == 4:
         shift = EXP_SHIFT["float32"] if exp_shift is None else exp_shift
-        return single_read(row, misalign, threads, cluster, vec, op, exp_shift=shift, **in_place)
+        return single_read(row, misalign, threads, cluster, vec, op, exp_shift=shift, slices=slices, **in_place)
     if op == "softmax":
-        return cluster_row_half_softmax(row, misalign, threads, cluster, exp_shift or 0.0)
-    body, scalars = split(row, misalign, vec)
-    per_block = -(-len(body) // cluster)
+        return cluster_row_half_softmax(row, misalign, threads, cluster, exp_shift or 0.0, slices)
+    per_block, shift = slices
     exp = exp_elem_of_difference() if vec == 8 else exp_approx
-    blocks = [block_merge(*max_then_sum_threads(body[min(rank * per_block, len(body)):][:per_block],
-                                                scalars if rank == 0 else scalars[:0], threads, exp))
-              for rank in range(cluster)]
+    bounds = [(min(max(b * per_block - shift, 0), len(body)), (b + 1) * per_block - shift) for b in range(cluster)]
+    blocks = [block_merge(*max_then_sum_threads(body[v0 : max(v0, v1)], scalars if rank == 0 else scalars[:0],
+                                                threads, exp))
+              for rank, (v0, v1) in enumerate(bounds)]
     m, s = merge_all(blocks)
     return write(row, m, s, op)
 
 
-def cluster_row_half_softmax(row, misalign, threads, cluster, shift):
+def cluster_row_half_softmax(row, misalign, threads, cluster, shift, slices=None):
     """CR_HALF_SOFTMAX: each thread's max (its vectors and, in block 0, its one
     scalar), its sum of exp_elem (2^shift e^(x - m_t)), the block and cluster
     merges; the body written as exp_elem(x, M) / S, the scalars as
-    e * e^(m_t - M) / S."""
+    e * e^(m_t - M) / S.  slices: (per_block, shift) of cluster_slices, else even."""
     body, scalars = split(row, misalign, 8)
     head, _ = row_span(len(row), misalign, 8)
+    per_block, line = slices or (-(-len(body) // cluster), 0)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, -(-len(body) // cluster),
-                                                    exp_elem_of_difference(shift))
+        blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, per_block,
+                                                    exp_elem_of_difference(shift), line)
         out = (exp_elem(row, total_m, shift) * (F32(1) / total_s)).astype(F32)
         _, m0, _, e0 = blocks[0]
         put_scalars(out, (e0 * (exp_approx(m0 - total_m) * (F32(1) / total_s))).astype(F32), head, len(scalars))
@@ -647,13 +664,14 @@ def multi_block_l2_backward(y, dy, misalign=0, threads=32, vpt=2, vec=4, op="sof
     return grad_out(y, dy, dot, op)
 
 
-def cluster_row_backward(y, dy, misalign=0, threads=32, cluster=4, vec=4, op="softmax_backward"):
+def cluster_row_backward(y, dy, misalign=0, threads=32, cluster=4, vec=4, op="softmax_backward", line_shift=0,
+                         capacity=None):
     """cluster_row.cu with SOFTMAX_BACKWARD: each block's dot over its slice (block 0
-    with the scalars), the cluster's dots summed, then dx."""
+    with the scalars; the slices of cluster_row's line_slices), the cluster's dots summed, then dx."""
     vecs = row_span(len(y), misalign, vec)[1]
-    per_block = -(-vecs // cluster)
-    parts = [_chunk_dot(y, dy, misalign, threads, vec, op, min(r * per_block, vecs), min((r + 1) * per_block, vecs),
-                        r == 0) for r in range(cluster)]
+    per_block, shift = line_slices(vecs, cluster, line_shift, vecs if capacity is None else capacity)
+    parts = [_chunk_dot(y, dy, misalign, threads, vec, op, min(max(r * per_block - shift, 0), vecs),
+                        max(min((r + 1) * per_block - shift, vecs), 0), r == 0) for r in range(cluster)]
     with np.errstate(invalid="ignore", over="ignore"):
         dot = np.array(parts, dtype=F32).sum(dtype=F32)
     return grad_out(y, dy, dot, op)

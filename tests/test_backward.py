@@ -64,6 +64,19 @@ def test_multi_block_backward_over_many_chunks(op):
     assert check(out, y, dy, "float32", op)
 
 
+@pytest.mark.parametrize("op", BACKWARD_OPS)
+def test_cluster_row_backward_line_slices(op):
+    """cluster_row's slices on 128-byte lines past every place of the body in its line, and the even
+    split where blocks of `capacity` vectors hold no more (a slice left out would leave its terms out
+    of the dot)."""
+    rng = np.random.default_rng(13)
+    y, dy = backward_inputs(4099, "float32", op, rng)  # 1024 vectors and 3 scalars
+    for line_shift in range(8):
+        for capacity in (None, 256, 263):
+            out = run_backward("cluster_row", y, dy, "float32", op, 0, line_shift=line_shift, capacity=capacity)
+            assert check(out, y, dy, "float32", op), (line_shift, capacity)
+
+
 def test_the_bound_is_not_vacuous():
     """A dot off by 1e-5 relative fails the float32 check."""
     rng = np.random.default_rng(1)

@@ -439,3 +439,25 @@ def test_multi_block_smem_schedule_deadlocks_where_the_blocks_cannot_hold_a_row(
 
     with pytest.raises(RuntimeError, match="deadlock"):
         multi_block_smem_schedule(2, 7, 2, 1, 3, np.random.default_rng(0), split)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cluster_row_line_slices_cover_the_row(dtype, op):
+    """cluster_row's slices on 128-byte lines (CR_LINE_SLICES) at every place of the body in its
+    line, down to the even split where the blocks hold no more (capacity): every output within its
+    bound, none left unwritten (the output is poisoned by run)."""
+    from emulate import line_slices
+
+    rng = np.random.default_rng(11)
+    for n in (1, 75, 1031, 4099):
+        stored = to_bits((rng.standard_normal(n) * 3).astype(np.float32), dtype)
+        vecs = n // VEC[dtype]
+        for line_shift in range(8):
+            for capacity in (None, -(-vecs // 4), -(-vecs // 4) + 7):
+                if capacity is not None and capacity < 1:
+                    continue
+                out = run("cluster_row", stored, dtype, op, 0, threads=32, cluster=4, line_shift=line_shift,
+                          capacity=capacity)
+                assert check_row(out, stored, dtype, op), (n, line_shift, capacity)
+    assert line_slices(100, 4, 3, 32) == (32, 3) and line_slices(100, 4, 3, 31) == (25, 0)
