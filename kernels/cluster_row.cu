@@ -6,7 +6,8 @@
 // has this structure.
 //
 // Block b of a cluster of CR_CLUSTER holds slice b of the row's 16-byte
-// vectors (ceil(vecs / CR_CLUSTER) of them), CR_VPT per thread, vector
+// vectors (ceil(vecs / CR_CLUSTER) of them, rounded up to whole 128-byte lines
+// of x where the block holds that: CR_LINE_SLICES), CR_VPT per thread, vector
 // v0 + t + j * CR_THREADS for thread t (a warp's lanes hold consecutive
 // vectors, as store4_warp needs):
 //   1. all of the thread's vectors loaded at once (load_held: one base
@@ -87,7 +88,10 @@
 // exponential at half the blocks per SM, ran 1.24-1.79: notes/TUNING.md); the
 // halves' log_softmax sums by exp_elem too.
 #define CR_HALF_SOFTMAX (SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
-#ifndef CR_LINE_SLICES  // 1: the blocks' slices start on 128-byte lines of x (below)
+// 1: the blocks' slices start on 128-byte lines of x (below).  H200, probe 90
+// (notes/TUNING.md): the float32 backward 0.2-0.4 % faster at 128256-196608
+// columns (4096 x 151936 1.010 -> 1.008 x its floor), the forward level.
+#ifndef CR_LINE_SLICES
 #define CR_LINE_SLICES 1
 #endif
 #ifndef CR_BLOCKS_PER_SM  // __launch_bounds__: the register budget ptxas is held to

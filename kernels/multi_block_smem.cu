@@ -31,9 +31,11 @@
 // complete, then refill it.  So one group's phase overlaps the other's, where
 // the one-group schedule runs them one after another (probe 62, H200,
 // float32: 512 x 8 x 3 split 1.02-1.20 x copy at 600001-2M columns against
-// 1.09-1.26 for the two blocks per SM it replaced; where its slots hold fewer
-// than three rows, 448 x 8 x 4 in one group is faster: 3M 1.31 against 1.36,
-// 4M 1.37-1.44 against 1.50-1.55).  The writers take the exponential (no e in
+// 1.09-1.26 for the two blocks per SM it replaced).  In four slots of
+// 512 x 7 (the one group's 528 chunks) it runs 2M-3M at 1.06-1.16 against
+// the one group's 1.19-1.28; below two rows held (4M: 1.84) the one group of
+// 448 x 8 x 4 is faster, 1.33-1.36 against 1.38-1.40 (probes 88, 90; the
+// launch rule: softmax_lab/variants.py, multi_block_smem_block).  The writers take the exponential (no e in
 // place: a reducer's max would have to pass to a writer).  `lag` is unused.
 // A reducer holds 2 x MBS_VPT vectors; halves sum them as two runs
 // (split_max_sum).
