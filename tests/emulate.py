@@ -414,16 +414,23 @@ def line_slices(vecs, cluster, line_shift, capacity):
     return (lined, line_shift) if lined <= capacity else (-(-vecs // cluster), 0)
 
 
+def slice_bounds(rank, per_block, shift, vecs):
+    """Block `rank`'s vectors [v0, v1) of a body of `vecs`: [rank per_block - shift,
+    (rank + 1) per_block - shift) clipped to the body (v1 >= v0; the kernels' v0, v1)."""
+    v0 = min(max(rank * per_block - shift, 0), vecs)
+    return v0, max(v0, min((rank + 1) * per_block - shift, vecs))
+
+
 def cluster_slices(body, scalars, threads, cluster, per_block, exp=exp_approx, shift=0):
     """single_read's and cluster_row's blocks (call under np.errstate): block b
     holds the body's vectors [b per_block - shift, (b + 1) per_block - shift),
     clipped to the body, thread t of block 0 also scalar t; each thread's max m,
     e = exp(x - m) of its vectors and scalar, the block's merged (max, sum).
-    Returns [(v0, m, e, e_sc)] by block and the cluster's merged (M, S)."""
+    Returns [(m, e, e_sc)] by block and the cluster's merged (M, S)."""
     blocks, pairs = [], []
     for rank in range(cluster):
-        v0 = min(max(rank * per_block - shift, 0), len(body))
-        v = thread_vectors(body[v0 : max(v0, (rank + 1) * per_block - shift)], threads)  # (iter, thread, vec)
+        v0, v1 = slice_bounds(rank, per_block, shift, len(body))
+        v = thread_vectors(body[v0:v1], threads)  # (iter, thread, vec)
         sc = np.full(threads, NEG_INF, dtype=F32)
         if rank == 0:
             sc[: len(scalars)] = scalars
@@ -432,7 +439,7 @@ def cluster_slices(body, scalars, threads, cluster, per_block, exp=exp_approx, s
         e = exp(v - base[None, :, None])
         e_sc = exp(sc - base)
         pairs.append(block_merge(m, (e.sum(axis=(0, 2), dtype=F32) + e_sc).astype(F32)))
-        blocks.append((v0, m, e, e_sc))
+        blocks.append((m, e, e_sc))
     return blocks, merge_all(pairs)
 
 
@@ -442,27 +449,28 @@ def put_scalars(out, y_sc, head, n_scalars):
     out[len(out) - (n_scalars - head) :] = y_sc[head:n_scalars]
 
 
-def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", slice_vecs=None, exp_shift=None,
-                split_scale=None, slices=None):
+def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", slices=None, exp_shift=None,
+                split_scale=None):
     """single_read.cu with e in place (SR_IN_PLACE: float32 softmax, or half
     softmax built wide, vec=8, through run()): slices per block, per-thread max
-    then e, block and cluster merges, y = e * e^(m_t - M) / S.  slice_vecs: a
-    memory-merged group's fixed slice (SR_MEMORY_MERGE, `cluster` blocks of
-    slice_vecs vectors each), where a cluster splits the row's body evenly.
+    then e, block and cluster merges, y = e * e^(m_t - M) / S.  slices:
+    (per_block, shift) as cluster_slices takes them: a memory-merged group's
+    fixed slice (SR_MEMORY_MERGE, `cluster` blocks of per_block vectors each,
+    shift 0) or cluster_row's line_slices, where a cluster splits the row's
+    body evenly.
     exp_shift: e by exp_elem with that shift (cluster_row's float32), else by
     exp_approx; split_scale (InPlaceScale, by default past a shift of 8): y =
-    e * e^(m_t - M) * (1 / S), two roundings, not e * (e^(m_t - M) / S).
-    slices: (per_block, shift) as cluster_slices takes them (cluster_row's line_slices)."""
+    e * e^(m_t - M) * (1 / S), two roundings, not e * (e^(m_t - M) / S)."""
     _in_place_only(op)
     body, scalars = split(row, misalign, vec)
-    per_block, shift = slices or (slice_vecs or -(-len(body) // cluster), 0)
+    per_block, shift = slices or (-(-len(body) // cluster), 0)
     head, _ = row_span(len(row), misalign, vec)
     out = np.full_like(row, np.nan)  # poisoned: an element no block writes stays NaN
     exp = exp_approx if exp_shift is None else exp_elem_of_difference(exp_shift)
     split_scale = (exp_shift or 0) > 8 if split_scale is None else split_scale
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, per_block, exp, shift)
-        for rank, (v0, m, e, e_sc) in enumerate(blocks):
+        for rank, (m, e, e_sc) in enumerate(blocks):
             rescale, inv = exp_approx(m - total_m), F32(1) / total_s
             if split_scale:
                 e, e_sc = (e * rescale[None, :, None]).astype(F32), (e_sc * rescale).astype(F32)
@@ -470,8 +478,8 @@ def single_read(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", sli
             else:
                 scale = (rescale * inv).astype(F32)
             y = (e * scale[None, :, None]).reshape(-1, vec)
-            count = min((rank + 1) * per_block - shift, len(body)) - v0
-            out[head + vec * v0 : head + vec * (v0 + count)] = y[:count].reshape(-1) if count > 0 else []
+            v0, v1 = slice_bounds(rank, per_block, shift, len(body))
+            out[head + vec * v0 : head + vec * v1] = y[: v1 - v0].reshape(-1)
             if rank == 0:
                 put_scalars(out, e_sc * scale, head, len(scalars))
     return out
@@ -497,9 +505,8 @@ def cluster_row(row, misalign=0, threads=32, cluster=4, vec=4, op="softmax", exp
         return cluster_row_half_softmax(row, misalign, threads, cluster, exp_shift or 0.0, slices)
     per_block, shift = slices
     exp = exp_elem_of_difference() if vec == 8 else exp_approx
-    bounds = [(min(max(b * per_block - shift, 0), len(body)), (b + 1) * per_block - shift) for b in range(cluster)]
-    blocks = [block_merge(*max_then_sum_threads(body[v0 : max(v0, v1)], scalars if rank == 0 else scalars[:0],
-                                                threads, exp))
+    bounds = [slice_bounds(rank, per_block, shift, len(body)) for rank in range(cluster)]
+    blocks = [block_merge(*max_then_sum_threads(body[v0:v1], scalars if rank == 0 else scalars[:0], threads, exp))
               for rank, (v0, v1) in enumerate(bounds)]
     m, s = merge_all(blocks)
     return write(row, m, s, op)
@@ -517,7 +524,7 @@ def cluster_row_half_softmax(row, misalign, threads, cluster, shift, slices=None
         blocks, (total_m, total_s) = cluster_slices(body, scalars, threads, cluster, per_block,
                                                     exp_elem_of_difference(shift), line)
         out = (exp_elem(row, total_m, shift) * (F32(1) / total_s)).astype(F32)
-        _, m0, _, e0 = blocks[0]
+        m0, _, e0 = blocks[0]
         put_scalars(out, (e0 * (exp_approx(m0 - total_m) * (F32(1) / total_s))).astype(F32), head, len(scalars))
     return out
 
@@ -670,8 +677,8 @@ def cluster_row_backward(y, dy, misalign=0, threads=32, cluster=4, vec=4, op="so
     with the scalars; the slices of cluster_row's line_slices), the cluster's dots summed, then dx."""
     vecs = row_span(len(y), misalign, vec)[1]
     per_block, shift = line_slices(vecs, cluster, line_shift, vecs if capacity is None else capacity)
-    parts = [_chunk_dot(y, dy, misalign, threads, vec, op, min(max(r * per_block - shift, 0), vecs),
-                        max(min((r + 1) * per_block - shift, vecs), 0), r == 0) for r in range(cluster)]
+    parts = [_chunk_dot(y, dy, misalign, threads, vec, op, *slice_bounds(r, per_block, shift, vecs), r == 0)
+             for r in range(cluster)]
     with np.errstate(invalid="ignore", over="ignore"):
         dot = np.array(parts, dtype=F32).sum(dtype=F32)
     return grad_out(y, dy, dot, op)

@@ -82,7 +82,7 @@ def test_memory_merged_slices_cover_every_row(group, n, misalign):
     body hold nothing."""
     row = np.random.default_rng(n + group).standard_normal(n).astype(np.float32)
     slice_vecs = -(-(-(-n // 4)) // group)
-    out = ALGORITHMS["single_read"](row, misalign, cluster=group, slice_vecs=slice_vecs)
+    out = ALGORITHMS["single_read"](row, misalign, cluster=group, slices=(slice_vecs, 0))
     assert relative_error(out, softmax_reference(row)) < 1e-6
 
 
