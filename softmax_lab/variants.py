@@ -342,8 +342,10 @@ def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo,
                            op: str = "softmax") -> tuple[int, int, int, bool]:
     """(threads, vectors per thread, blocks per SM, split schedule) for rows of `cols` elements of
     `itemsize` bytes (the rule above)."""
+    vecs = _row_vecs(cols, itemsize)
+
     def rows_held(vpt: int) -> float:  # rows the split's ring holds at vpt vectors a thread
-        chunks = -(-_row_vecs(cols, itemsize) // (MBS_SPLIT_THREADS * vpt))
+        chunks = -(-vecs // (MBS_SPLIT_THREADS * vpt))
         return dev.sm_count * multi_block_smem_slots(dev, MBS_SPLIT_THREADS, vpt, 1) / chunks
 
     ample = [v for v in MBS_SPLIT_VPTS if rows_held(v) >= MBS_SPLIT_AMPLE_ROWS]
