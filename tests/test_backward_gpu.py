@@ -313,7 +313,8 @@ for name in ("two_pass", "multi_block", "cluster_row"):
         for dtype in (cp.float32, cp.float16):
             for rows, cols, off, g_off, o_off in ((3, 1, 0, 1, 0), (5, 1027, 1, 2, 3), (4, 40_000, 0, 3, 1),
                                                   (33, 65_537, 3, 0, 5), (2, 300_001, 2, 2, 0),
-                                                  (3, 151_937, 1, 2, 3)):  # cluster_row: 16 blocks of 256 (fp32)
+                                                  (3, 151_937, 1, 2, 3),  # cluster_row: 16 blocks of 256 (fp32)
+                                                  (3, 151_937, 1, 1, 3)):  # ... y and dy at one alignment
                 if name == "cluster_row" and (dtype != cp.float32 or cols < 20_000):
                     continue  # cluster_row's backward: float32 rows past three_pass's 16 KB
                 y = cp.random.random((rows, cols + off)).astype(dtype)[:, off:]
@@ -328,7 +329,7 @@ print("sanitized")
 """
 
 
-@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_compute_sanitizer_backward(tool, tmp_path):
     run_sanitized(tool, SANITIZER_SCRIPT, tmp_path)
 
@@ -354,12 +355,13 @@ def test_above_2_to_the_31_elements_float32_backward_in_clusters_of_16(op):
     torch.cuda.empty_cache()
 
 
+@pytest.mark.parametrize("dy_offset", [1, 2])
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("cols", [98305, 151937, 196608])
-def test_cluster_row_float_backward_in_clusters_of_16_blocks_of_256(op, cols):
+def test_cluster_row_float_backward_in_clusters_of_16_blocks_of_256(op, cols, dy_offset):
     """cluster_row's float32 backward rows of 24577-49152 vectors: clusters of 16 blocks of 256
-    threads at two blocks per SM (8 blocks of 512 before the thirtieth session); y, dy and dx at
-    three different alignments, special values."""
+    threads at two blocks per SM (8 blocks of 512 before the thirtieth session); y and dy at one
+    alignment (both arrays' vector loads) or two (dy's shifted loads), dx at another, special values."""
     torch = _torch()
     dev = softmax_lab.device_info()
     if dev.compute_capability < 90:
@@ -371,7 +373,7 @@ def test_cluster_row_float_backward_in_clusters_of_16_blocks_of_256(op, cols):
     x[0, ::3] = -float("inf")
     x[2, cols // 2] = float("nan")
     y = _forward(torch, x, op)
-    dy = torch.randn(rows, cols + 2, device="cuda")[:, 2:]
+    dy = torch.randn(rows, cols + dy_offset, device="cuda")[:, dy_offset:]
     dy[3, cols // 2] = float("inf")
     out = torch.full((rows, cols + 3), float("nan"), device="cuda")[:, 3:]
     assert FUNCTIONS[op](dy, y, variant="cluster_row", out=out) is out

@@ -1,14 +1,16 @@
-"""Probe 91 (written 2026-12-03, not yet run): the float32 backward at 151936 columns, where quack's
-softmax_bwd stays 0.7-1.2 % ahead (p89, p90); quack stages y and dy through shared memory with
-16-byte cp.async.cg.  Needs `-staged-backward-p91.patch` applied (CR_STAGE_BACKWARD) and quack on
-PYTHONPATH for its column (record.sh quack-a / quack-b); without quack it times ours alone.
-auto's cluster_row plan loaded straight into registers (now) against the same plan staged (its
-dynamic shared memory 2 x threads x vpt x 16 bytes), quack's in turn, four rounds, each ÷
-torch.add(y, dy, out=dx) timed in its round; every output checked against float64 on 32 rows.
-Decision, fixed before the run: the staged build becomes the float32 backward's where it is ahead of
+"""Probe 91 (2026-12-03): the float32 backward at 151936 columns, where quack's softmax_bwd stays
+0.7-1.2 % ahead (p89, p90); quack stages y and dy through shared memory with 16-byte cp.async.cg.
+On the tree that stages the float32 backward (RowClusterPlan.staged, CR_STAGE_BACKWARD), with quack
+on PYTHONPATH for its column (record.sh quack-a / quack-b); without quack it times ours alone.
+auto's cluster_row plan loaded straight into registers ("now", staged=False) against the same plan
+staged (its dynamic shared memory 2 x threads x vpt x 16 bytes), quack's in turn, four rounds, each
+÷ torch.add(y, dy, out=dx) timed in its round; every output checked against float64 on 32 rows.
+Decision, fixed before the run: the staged build stays the float32 backward's where it is ahead of
 now at 4096 x 151936 and 2048 x 151936 by more than the rounds' spread, and behind nowhere by more
-than 0.3 %.
-patch -p1 < notes/tune-runs/2026-12-03-staged-backward-p91.patch
+than 0.3 %; else CR_STAGED is emptied.
+The tree it ran on: -staged-backward-p91.patch (without its carveout lines, which p92 added).
+Ran 2026-12-03 13:16 UTC (-staged-backward-p91.txt): staged 1.09-1.31 against now 0.99-1.07 and
+quack's 1.00-1.15 (4096 x 151936 1.220 / 0.999 / 0.999): not taken.
 PYTHONPATH=. python3 notes/tune-runs/2026-12-03-staged-backward-p91.py [seconds]"""
 import dataclasses
 import sys
@@ -20,7 +22,6 @@ LIMIT = float(sys.argv[1]) if len(sys.argv) > 1 else 200
 sys.argv = sys.argv[:1]
 sys.path.insert(0, "notes/tune-runs")
 p67 = __import__("2026-12-02-halves-group-or-cluster-p67")
-p73 = __import__("2026-12-02-policies-sr-mbs-p73")
 V = sys.modules["softmax_lab.variants"]
 T0 = time.time()
 SHAPES = [(4096, 151936, "softmax_backward"), (2048, 151936, "softmax_backward"), (4096, 151936, "log_softmax_backward"),
@@ -42,15 +43,9 @@ def one(dev, r, c, op):
         g64 - y64.exp() * g64.sum(-1, keepdim=True)
     sh = V.Shape(r, c, c, c, 0, 0, 4, "float32", op, c, 0)
     plan = V.cluster_row_plan(c, dev, r, 4, 2)
-    staged = dataclasses.replace(plan, smem_bytes=2 * plan.threads * plan.vpt * 16)
     calls = {}
-    for label, p, stage in (("now", plan, 0), ("staged", staged, 1)):
-        p73.EXTRA.clear()
-        p73.EXTRA.update({"CR_STAGE_BACKWARD": stage})
-        try:
-            launch = V.get_variant("cluster_row").prepare(sh, dev, plan=p)
-        finally:
-            p73.EXTRA.clear()
+    for label, p in (("now", dataclasses.replace(plan, staged=False)), ("staged", dataclasses.replace(plan, staged=True))):
+        launch = V.get_variant("cluster_row").prepare(sh, dev, plan=p)
         calls[label] = lambda i, launch=launch: launch(y.data_ptr(), dx.data_ptr(), cp.cuda.Stream.null, dy.data_ptr())
     try:
         from quack.softmax import softmax_bwd
