@@ -467,11 +467,55 @@ __device__ __forceinline__ int held_count(i64 first, i64 end) {
     return (int)min((i64)V, max((i64)0, (end - first + STRIDE - 1) / STRIDE));
 }
 
+// One 16-byte load under a predicate, by L2 policy (`policy`: LOAD_KEEP's
+// createpolicy, made once by the caller); `v` keeps what it held where `load`
+// is false.  The predicate lives inside the asm: a C++ `j < count ? load :
+// pad` around an asm load became a branch (BSSY / BRA / BSYNC) and a fresh
+// createpolicy per vector, about a quarter of the instructions of
+// cluster_row's float32 backward (ncu, H200, probe 93; predicated, its
+// 4096 x 196608 ran 1.015 -> 1.007 x torch.add, 132 x 393216 softmax 1.095
+// -> 1.054 x copy: probe 94, notes/TUNING.md).
+// C: the registers' constraint ("f" or "r"); OP: the load, TAIL: its policy operand (%6) and the end.
+#define HELD_LOAD_IF(C, OP, TAIL)                                                               \
+    asm volatile("{ .reg .pred q; setp.ne.b32 q, %4, 0; @q " OP " {%0, %1, %2, %3}, [%5]" TAIL \
+                 : "+" C(v.x), "+" C(v.y), "+" C(v.z), "+" C(v.w)                              \
+                 : "r"((int)load), "l"(p), "l"(policy))
+template <int POLICY>
+__device__ __forceinline__ void load_vec_if(float4& v, const float4* p, bool load, unsigned long long policy) {
+    if (POLICY == LOAD_KEEP)
+        HELD_LOAD_IF("f", "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32", ", %6; }");
+    else if (POLICY == LOAD_STREAM)
+        HELD_LOAD_IF("f", "ld.global.cs.v4.f32", "; }");
+    else
+        HELD_LOAD_IF("f", "ld.global.nc.v4.f32", "; }");
+}
+
+template <int POLICY>
+__device__ __forceinline__ void load_vec_if(uint4& v, const uint4* p, bool load, unsigned long long policy) {
+    if (POLICY == LOAD_KEEP)
+        HELD_LOAD_IF("r", "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32", ", %6; }");
+    else if (POLICY == LOAD_STREAM)
+        HELD_LOAD_IF("r", "ld.global.cs.v4.u32", "; }");
+    else
+        HELD_LOAD_IF("r", "ld.global.nc.v4.u32", "; }");
+}
+#undef HELD_LOAD_IF
+
+__device__ __forceinline__ const float4* vec_ptr(const float4* in) { return in; }
+template <typename H>
+__device__ __forceinline__ const uint4* vec_ptr(HalfVecs<H> in) {
+    return in.p;
+}
+
 template <int POLICY, int STRIDE, int V, typename In>
 __device__ __forceinline__ void load_held(raw_t (&raw)[V], In in, i64 first, int count, raw_t pad) {
-    const auto run = vecs_from(in, first);
+    const raw_t* run = vec_ptr(vecs_from(in, first));
+    const unsigned long long policy = POLICY == LOAD_KEEP ? l2_evict_last() : 0ull;
 #pragma unroll
-    for (int j = 0; j < V; ++j) raw[j] = j < count ? load_raw<POLICY>(run, j * STRIDE) : pad;
+    for (int j = 0; j < V; ++j) {
+        raw[j] = pad;
+        load_vec_if<POLICY>(raw[j], run + (i64)j * STRIDE, j < count, policy);
+    }
 }
 
 // Output vector v, valid or not.  Every lane of a warp calls it, with the
@@ -570,8 +614,19 @@ template <int STRIDE, int V, typename T, typename G>
 __device__ __forceinline__ void load_held_grads(G (&grad)[V], const RowSpanOf<T>& r, GradRow<T> g, i64 first,
                                                 int count) {
     const GradRow<T> run = {g.g + RowSpanOf<T>::VEC * first, g.g_shift};
+    if (g.g_shift == 0) {  // dy's body on 16 bytes, as y's: predicated vector loads (load_held)
+        const raw_t* p = reinterpret_cast<const raw_t*>(run.g + r.head);
+        const unsigned long long policy = GRAD_LOAD == LOAD_KEEP ? l2_evict_last() : 0ull;
 #pragma unroll
-    for (int j = 0; j < V; ++j) grad[j] = j < count ? load_grad_vec(r, run, (i64)j * STRIDE) : G{};
+        for (int j = 0; j < V; ++j) {
+            raw_t v{};
+            load_vec_if<GRAD_LOAD>(v, p + (i64)j * STRIDE, j < count, policy);
+            grad[j] = widen_raw(v);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) grad[j] = j < count ? load_grad_vec(r, run, (i64)j * STRIDE) : G{};
+    }
 }
 
 // One element's share of the row's dot.
