@@ -1,4 +1,4 @@
-"""Probe 95 (written 2026-12-03, not yet run): two checks left by probe 94 (notes/TUNING.md,
+"""Probe 95 (2026-12-03): two checks left by probe 94 (notes/TUNING.md,
 thirty-second session).
 1. The float32 backward on main's predicated loads against quack's softmax_bwd, back to back, at
    4096 x 151936 and 196608 (where quack led by 0.3-1 %), and at 4096 x 393216 (16 x 512 x 12 x 1,
@@ -13,7 +13,11 @@ thirty-second session).
 Decision, fixed before the run: the patch lands where no warp-row shape's median is behind old's by
 more than 0.5 % (then rerecord tests/fp32_sass_fingerprints.json, saying why).
   cp -r kernels /tmp/kernels-old && patch -p1 < notes/tune-runs/2026-12-03-warp-row-loads-p95.patch
-  PYTHONPATH=.:<quack> python3 notes/tune-runs/2026-12-03-warp-row-loads-p95.py [seconds]"""
+  PYTHONPATH=.:<quack> python3 notes/tune-runs/2026-12-03-warp-row-loads-p95.py [seconds]
+Ran 2026-12-03 14:29 UTC (-warp-row-loads-p95.txt, with quack): the float32 backward 4096 x 151936
+0.997 against quack's 1.000, 196608 0.999 against 0.999, 393216 1.081 against 1.421; warp-row loads
+predicated: bf16 200000 x 3001 1.044 -> 0.992 but fp16 log_softmax 65536 x 8192 1.002 -> 1.011: kept
+main's (probe 96 measured more shapes)."""
 import sys
 import time
 
