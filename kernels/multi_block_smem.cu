@@ -106,6 +106,18 @@ static_assert(MBS_VPT >= 1 && MBS_SLOTS >= 2 && MBS_BLOCKS_PER_SM >= 1, "positiv
 #ifndef MBS_SPLIT  // 1: the schedule of two groups of warps (above)
 #define MBS_SPLIT 0
 #endif
+// The split's writers refill a slot as soon as its chunk is in their registers,
+// before its stores (MBS_EARLY_FILL 1), where the launch rule says so: where the
+// ring holds few rows, a row completes only once slots that the row before
+// frees are refilled, and the stores' issue under DRAM write pressure sat on
+// that path; with rows to spare the refill competes with the stores (probes
+// 96-97, H200, float32 ÷ copy: 132 x 3145728 (2.4 rows held) 1.13 -> 1.07,
+// 32 x 3600000 (2.1) 1.24 -> 1.18; 132 x 2400000 (3.1) 1.06 -> 1.09, 512 x
+// 1048576 (6.2) 1.02 -> 1.07; the one group at 4M, 1.84 rows: 1.35 -> 1.36).
+#ifndef MBS_EARLY_FILL
+#define MBS_EARLY_FILL 0
+#endif
+static_assert(!MBS_EARLY_FILL || MBS_SPLIT, "early refills: the split schedule's writers");
 #ifndef MBS_POLL_NS  // a waiting block's sleep between two reads of its row's slots
 #define MBS_POLL_NS 256
 #endif
@@ -458,6 +470,10 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
         mbar_wait(&full[k], phase);  // long complete (the reducers waited for it): the copy's bytes seen here too
         raw_t raw[MBS_GVPT];
         load_from_slot(raw, held + k * MBS_SLOT_VECS + s.shift + u, MBS_GVPT);
+#if MBS_EARLY_FILL
+        bar_sync<MBS_WRITERS, MBS_GROUP>();  // the slot is in registers: free for the next bulk copy
+        if (u == 0) filler.fill(w + MBS_SLOTS, held, full, row_of, chunk_of);
+#endif
 #if MBS_EXP_ELEM && !SOFTMAX_LOG
         const ExpOutput f{total.max, 1.f / total.sum};  // the sums' shift cancels
 #else
@@ -465,8 +481,10 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
 #endif
         store_held<MBS_STORE>(r, raw, [&](int j) { return s.v0 + u + (i64)j * MBS_GROUP; }, s.v1, f);
         if (c == 0) write_scalars(r, u, f);
+#if !MBS_EARLY_FILL
         bar_sync<MBS_WRITERS, MBS_GROUP>();  // the slot is read: free for the next bulk copy
         if (u == 0) filler.fill(w + MBS_SLOTS, held, full, row_of, chunk_of);
+#endif
     }
 }
 #endif

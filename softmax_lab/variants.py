@@ -321,9 +321,17 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
 # outputs near 0, 2 ulp); their one-group build is slower than multi_block_l2
 # (probe 69, H200, 2026-12-02: 132 x 4194304 bf16 1.61 against 1.44), so auto
 # takes halves here in the split alone.
+# The split's writers refill a slot before its stores (MBS_EARLY_FILL) where
+# its ring holds fewer than MBS_EARLY_FILL_ROWS rows (probe 97, H200, split
+# 512 x 7 x 4, main / early ÷ copy by rows held: float32 2.10 1.24 / 1.18,
+# 2.29 1.18 / 1.12, 2.40 1.13 / 1.07, 2.51 1.15 / 1.10, 2.69 1.10 / 1.07,
+# 2.90 1.106 / 1.111, 3.14 1.06 / 1.09, 3.43 1.10 / 1.13; bf16 2.04 1.23 /
+# 1.16, 2.75 1.114 / 1.117, 3.02 1.142 / 1.139; fp16 log_softmax 2.40 1.26 /
+# 1.20): the bound lies between 3.02 (level) and 3.14 (2.7 % behind).
 MBS_THREADS, MBS_SPLIT_THREADS, MBS_VPT = 448, 512, 8
 MBS_SPLIT_VPTS = (8, 7)
 MBS_SPLIT_MIN_ROWS, MBS_SPLIT_MIN_ROWS_LOG, MBS_SPLIT_AMPLE_ROWS = 2, 3, 6
+MBS_EARLY_FILL_ROWS = 3.1
 MBS_STATIC_SMEM = 1024  # the kernel's own shared memory (mbarriers, slot records, scratch): 384 / 640 (split) bytes at sm_90
 
 
@@ -342,11 +350,8 @@ def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo,
                            op: str = "softmax") -> tuple[int, int, int, bool]:
     """(threads, vectors per thread, blocks per SM, split schedule) for rows of `cols` elements of
     `itemsize` bytes (the rule above)."""
-    vecs = _row_vecs(cols, itemsize)
-
     def rows_held(vpt: int) -> float:  # rows the split's ring holds at vpt vectors a thread
-        chunks = -(-vecs // (MBS_SPLIT_THREADS * vpt))
-        return dev.sm_count * multi_block_smem_slots(dev, MBS_SPLIT_THREADS, vpt, 1) / chunks
+        return multi_block_smem_rows_held(cols, itemsize, dev, MBS_SPLIT_THREADS, vpt, 1)
 
     ample = [v for v in MBS_SPLIT_VPTS if rows_held(v) >= MBS_SPLIT_AMPLE_ROWS]
     vpt = max(ample) if ample else max(MBS_SPLIT_VPTS, key=rows_held)
@@ -356,11 +361,25 @@ def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo,
     return MBS_THREADS, MBS_VPT, 1, False
 
 
+def multi_block_smem_rows_held(cols: int, itemsize: int, dev: DeviceInfo, threads: int, vpt: int,
+                               blocks_per_sm: int) -> float:
+    """Rows of `cols` elements that the resident blocks' rings of threads x vpt chunks hold."""
+    chunks = -(-_row_vecs(cols, itemsize) // (threads * vpt))
+    return dev.sm_count * blocks_per_sm * multi_block_smem_slots(dev, threads, vpt, blocks_per_sm) / chunks
+
+
+def multi_block_smem_early_fill(cols: int, itemsize: int, dev: DeviceInfo, threads: int, vpt: int,
+                                blocks_per_sm: int, split: bool) -> bool:
+    """Whether the split's writers refill a slot before its stores (the rule above)."""
+    return split and multi_block_smem_rows_held(cols, itemsize, dev, threads, vpt, blocks_per_sm) < MBS_EARLY_FILL_ROWS
+
+
 def multi_block_smem_defines(dtype: str, op: str, threads: int, vpt: int, blocks_per_sm: int, slots: int,
-                             split: bool = False) -> dict:
+                             split: bool = False, early_fill: bool = False) -> dict:
     """The build of multi_block_smem.cu for one block shape, ring and schedule."""
     return kernel_defines(dtype, op) | {"MBS_THREADS": threads, "MBS_VPT": vpt, "MBS_SLOTS": slots,
-                                        "MBS_BLOCKS_PER_SM": blocks_per_sm, "MBS_SPLIT": int(split)}
+                                        "MBS_BLOCKS_PER_SM": blocks_per_sm, "MBS_SPLIT": int(split)} | \
+        ({"MBS_EARLY_FILL": 1} if early_fill else {})
 
 
 def _multi_block_smem_max_cols(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
@@ -371,19 +390,25 @@ def _multi_block_smem_max_cols(dev: DeviceInfo, dtype: str = "float32", op: str 
 
 def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None = None, vpt: int | None = None,
                               slots: int | None = None, blocks_per_sm: int | None = None, lag: int | None = None,
-                              grid: int | None = None, split: bool | None = None) -> Launcher:
-    """The launch; the keywords force a block shape, ring, lag, grid or schedule (probes and tests)."""
+                              grid: int | None = None, split: bool | None = None,
+                              early_fill: bool | None = None) -> Launcher:
+    """The launch; the keywords force a block shape, ring, lag, grid, schedule or early refill (probes
+    and tests)."""
     rule = multi_block_smem_block(shape.cols, shape.itemsize, dev, shape.op)
     threads, vpt, blocks_per_sm = threads or rule[0], vpt or rule[1], blocks_per_sm or rule[2]
     split = rule[3] if split is None else split
     if split and threads % 64:
         raise CannotRun(f"variant 'multi_block_smem': the split schedule takes two groups of whole warps, "
                         f"not {threads} threads")
+    if early_fill is None:
+        early_fill = multi_block_smem_early_fill(shape.cols, shape.itemsize, dev, threads, vpt, blocks_per_sm, split)
+    elif early_fill and not split:
+        raise CannotRun("variant 'multi_block_smem': early refills are the split schedule's")
     slots = slots or multi_block_smem_slots(dev, threads, vpt, blocks_per_sm)
     if slots < 2:
         raise CannotRun(f"variant 'multi_block_smem': {dev.name} cannot hold two chunks of {threads} x {vpt} "
                         f"vectors in a block's shared memory at {blocks_per_sm} blocks per SM")
-    defines = multi_block_smem_defines(shape.dtype, shape.op, threads, vpt, blocks_per_sm, slots, split)
+    defines = multi_block_smem_defines(shape.dtype, shape.op, threads, vpt, blocks_per_sm, slots, split, early_fill)
     smem = slots * _multi_block_smem_slot_bytes(threads, vpt)
     try:
         kernel = loader.get_kernel("multi_block_smem.cu", "multi_block_smem", defines, device_id=dev.id)

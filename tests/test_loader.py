@@ -99,14 +99,17 @@ def _builds():
             for op in ALL_OPS:
                 defines = V.multi_block_l2_defines(dtype, op, cc)
                 yield pytest.param("multi_block_l2.cu", arch, defines, id=f"multi_block_l2-launched-{dtype}-{op}-{arch}")
-    for cols in (1 << 20, 1 << 21, 1 << 22):  # multi_block_smem's three builds on the H200 (two splits, one group)
+    # multi_block_smem's four builds on the H200: two splits (one refilling early), one group
+    for cols in (1 << 20, 1 << 21, 3 << 20, 1 << 22):
         threads, vpt, per_sm, split = V.multi_block_smem_block(cols, 4, V._H200)
+        early = V.multi_block_smem_early_fill(cols, 4, V._H200, threads, vpt, per_sm, split)
         slots = V.multi_block_smem_slots(V._H200, threads, vpt, per_sm)
         for dtype in DTYPES:
             for op in OPS:
-                defines = V.multi_block_smem_defines(dtype, op, threads, vpt, per_sm, slots, split)
+                defines = V.multi_block_smem_defines(dtype, op, threads, vpt, per_sm, slots, split, early)
                 yield pytest.param("multi_block_smem.cu", "sm_90", defines,
-                                   id=f"multi_block_smem-{threads}x{vpt}x{slots}x{per_sm}{'-split' * split}-{dtype}-{op}")
+                                   id=f"multi_block_smem-{threads}x{vpt}x{slots}x{per_sm}{'-split' * split}"
+                                      f"{'-early' * early}-{dtype}-{op}")
     for c in _long_row_configs():
         yield pytest.param("long_row.cu", "sm_90", c.defines(), id=f"long_row-{c.label()}")
     for plan, dtype, op in _cluster_row_plans():

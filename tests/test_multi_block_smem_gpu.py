@@ -3,7 +3,8 @@ in shared memory from its read to its write.  Forced tight rings (the resident
 blocks' slots hold exactly a row's chunks, the kernel's progress condition),
 odd lengths, rows of one element, every dtype and forward op, x and y at every
 alignment, -inf/NaN rows, NaN-poisoned outputs, both schedules (one group
-of warps, and MBS_SPLIT's two) and both builds of the launch rule on long
+of warps, and MBS_SPLIT's two, refilling after the stores and before them:
+MBS_EARLY_FILL) and the builds of the launch rule on long
 rows, bitwise repeatability over grids, more than 2^31 elements and
 compute-sanitizer.  Halves within 1 ulp of the dtype against
 float64, float32 within 1e-6 relative (tests/test_single_read_dtypes_gpu.py).
@@ -25,12 +26,13 @@ pytestmark = pytest.mark.gpu
 
 DTYPES = ["float32", "float16", "bfloat16"]
 OPS = ["softmax", "log_softmax"]
-# (threads, vectors per thread, slots, blocks per SM, lag, grid, split): grid x slots = a row's chunks
-# for the first two rows below (chunks of threads x vpt vectors), a lag of 1 and of every slot; the
-# split schedule in groups of one warp, and of two
-TIGHT_RINGS = [(64, 1, 2, 1, 1, 3, False), (64, 1, 3, 1, 2, 2, False), (32, 1, 5, 1, 4, 6, False),
-               (96, 2, 2, 2, 1, 5, False), (64, 1, 2, 1, 0, 3, True), (64, 2, 3, 1, 0, 2, True),
-               (128, 1, 2, 2, 0, 5, True)]
+# (threads, vectors per thread, slots, blocks per SM, lag, grid, split, early refill): grid x slots = a
+# row's chunks for the first two rows below (chunks of threads x vpt vectors), a lag of 1 and of every
+# slot; the split schedule in groups of one warp, and of two, refilling after its stores and before
+TIGHT_RINGS = [(64, 1, 2, 1, 1, 3, False, False), (64, 1, 3, 1, 2, 2, False, False), (32, 1, 5, 1, 4, 6, False, False),
+               (96, 2, 2, 2, 1, 5, False, False), (64, 1, 2, 1, 0, 3, True, False), (64, 2, 3, 1, 0, 2, True, False),
+               (128, 1, 2, 2, 0, 5, True, False), (64, 1, 2, 1, 0, 3, True, True), (64, 2, 3, 1, 0, 2, True, True),
+               (128, 1, 2, 2, 0, 5, True, True)]
 
 
 def _special(torch, x):
@@ -49,7 +51,7 @@ def _special(torch, x):
 def test_tight_rings_odd_lengths_and_special_values(dtype, op, ring, x_off, y_off):
     torch = _torch()
     _hopper()
-    threads, vpt, slots, per_sm, lag, grid, split = ring
+    threads, vpt, slots, per_sm, lag, grid, split, early = ring
     chunk = threads * vpt * 16 // V.DTYPES[dtype]  # elements
     for rows, cols in ((6, grid * slots * chunk - 3), (9, grid * slots * chunk - chunk // 2 + 1), (5, 1031),
                        (3, 1), (4, 7)):
@@ -57,7 +59,7 @@ def test_tight_rings_odd_lengths_and_special_values(dtype, op, ring, x_off, y_of
         _special(torch, x)
         y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
         _launch(x, y, op, variant="multi_block_smem", threads=threads, vpt=vpt, slots=slots, blocks_per_sm=per_sm,
-                lag=lag, grid=grid, split=split)
+                lag=lag, grid=grid, split=split, early_fill=early)
         assert _ok(_error(y, x, dtype, op), dtype), (ring, rows, cols)
         assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
 
@@ -72,13 +74,15 @@ def test_a_ring_too_small_for_a_row_is_cannot_run():
             _launch(x, y, "softmax", variant="multi_block_smem", threads=64, vpt=1, slots=2, grid=3, split=split)
     with pytest.raises(V.CannotRun, match="two groups of whole warps"):
         _launch(x, y, "softmax", variant="multi_block_smem", threads=96, split=True)
+    with pytest.raises(V.CannotRun, match="early refills are the split schedule's"):
+        _launch(x, y, "softmax", variant="multi_block_smem", threads=64, split=False, early_fill=True)
 
 
 @pytest.mark.parametrize("dtype, op, rows, cols, x_off, y_off", [
     ("float32", "softmax", 3, (1 << 22) + 5, 1, 3),  # one group of 448 threads (16 MB rows)
     ("float32", "log_softmax", 2, 7_000_001, 0, 1),  # near the longest row the slots hold
     ("float32", "softmax", 17, 1_048_579, 3, 0),  # the split schedule, 512 threads x 8 vectors, 3 slots
-    ("float32", "softmax", 5, 3_000_001, 1, 2),  # the split of 512 x 7 x 4 (2.5 rows held)
+    ("float32", "softmax", 5, 3_000_001, 1, 2),  # the split of 512 x 7 x 4 (2.5 rows held), refilling early
     ("float32", "log_softmax", 5, 3_000_001, 2, 0),  # float32 log_softmax there: one group
     ("bfloat16", "softmax", 3, 6_000_007, 2, 1),  # halves' split of 512 x 7 x 4
     ("float32", "log_softmax", 40, 600_001, 2, 2),
@@ -123,9 +127,9 @@ def test_auto_runs_long_half_rows_in_the_split_schedule(dtype, op):
     _assert_every_row(torch, x, y, yb, 3, op, "auto")
 
 
-@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("split, early", [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_bitwise_the_same_whichever_block_holds_which_chunk(dtype, split):
+def test_bitwise_the_same_whichever_block_holds_which_chunk(dtype, split, early):
     """The row's (max, sum) is merged in chunk order, so grids of different sizes (and runs)
     give the same bits."""
     torch = _torch()
@@ -134,7 +138,8 @@ def test_bitwise_the_same_whichever_block_holds_which_chunk(dtype, split):
     outs = []
     for grid in (None, 40, 13):  # 13 x 3 slots hold the 19 chunks of a float32 row (21 of 448 x 8: 4 slots)
         y, _ = _poisoned_out(torch, 24, 300_017, dtype)
-        _launch(x, y, "softmax", variant="multi_block_smem", grid=grid, split=split, threads=512 if split else 448)
+        _launch(x, y, "softmax", variant="multi_block_smem", grid=grid, split=split, early_fill=early,
+                threads=512 if split else 448)
         outs.append(y)
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
 
@@ -178,7 +183,11 @@ SANITIZER_SCRIPT = textwrap.dedent(
                                   (3, 40_003, dict(grid=4)),  # the launch rule's build (split), a small grid
                                   (2, 3 * 448 * 8 * 4 + 5, dict(threads=448, vpt=8, slots=4, grid=3, split=False)),
                                   (2, 3 * 512 * 8 * 3 + 5, dict(threads=512, vpt=8, slots=3, grid=3, split=True)),
-                                  (2, 3 * 512 * 7 * 4 + 5, dict(threads=512, vpt=7, slots=4, grid=3, split=True))):
+                                  (2, 3 * 512 * 7 * 4 + 5, dict(threads=512, vpt=7, slots=4, grid=3, split=True)),
+                                  (2, 3 * 512 * 7 * 4 + 5, dict(threads=512, vpt=7, slots=4, grid=3, split=True,
+                                                                early_fill=True)),
+                                  (5, 64 * 2 * 3 * 16 // 4 - 3, dict(threads=64, vpt=2, slots=2, grid=3, split=True,
+                                                                     early_fill=True))):
             x = _input(torch, rows, cols, dtype, 1, seed=cols)
             y, _ = _poisoned_out(torch, rows, cols, dtype, 2)
             _launch(x, y, op, variant="multi_block_smem", **knobs)

@@ -345,6 +345,18 @@ def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
     assert mbs.unsupported_reason(1 << 20, H200, "float32", "softmax_backward")
 
 
+def test_multi_block_smem_refills_early_where_its_split_holds_few_rows():
+    def early(cols, itemsize=4, op="softmax"):
+        return V.multi_block_smem_early_fill(cols, itemsize, H200, *V.multi_block_smem_block(cols, itemsize, H200, op))
+
+    assert V.multi_block_smem_rows_held(3 << 20, 4, H200, 512, 7, 1) == pytest.approx(132 * 4 / 220)  # 2.4
+    assert early(3 << 20) and early(3_600_000) and early(2_600_000)  # 2.4, 2.1, 2.9 rows held
+    assert not early(2_400_000) and not early(1 << 21) and not early(1 << 20)  # 3.14, 3.6, 6.2 rows
+    assert not early(1 << 22)  # the one group (1.84 rows): its writes keep the refill after the stores
+    assert not early(3 << 20, op="log_softmax")  # float32 log_softmax there: the one group
+    assert early(6_291_456, 2) and early(7_400_000, 2) and not early(1 << 22, 2)  # bf16: 2.4, 2.04, 3.6 rows
+
+
 def test_forward_rows_go_to_cluster_row_wherever_single_read_needs_a_cluster():
     """float32 at any number of rows; the halves where single_read's plan is a cluster of two or
     more blocks, and by their own rule where single_read's one block holds the row."""
