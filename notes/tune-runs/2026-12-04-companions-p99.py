@@ -1,4 +1,4 @@
-"""Probe 99 (written 2026-12-03, not run): multi_block_smem's companions (-companions-p99.patch, on
+"""Probe 99 (written 2026-12-03, run 16:05 UTC: -p99.txt): multi_block_smem's companions (-companions-p99.patch, on
 56f40a5).  Where the one group's ring holds fewer than two rows (float32 4M columns: 1.84, 1.33-1.38 x
 copy, target 1.35), the split schedule takes tickets for a row's first `held` chunks only; chunk
 c + held rides with chunk c: its reducers reduce it straight from x (evict-last) after chunk c, its
