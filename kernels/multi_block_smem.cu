@@ -34,8 +34,9 @@
 // 1.09-1.26 for the two blocks per SM it replaced).  In four slots of
 // 512 x 7 (the one group's 528 chunks) it runs 2M-3M at 1.06-1.16 against
 // the one group's 1.19-1.28; below two rows held (4M: 1.84) the one group of
-// 448 x 8 x 4 is faster, 1.33-1.36 against 1.38-1.40 (probes 88, 90; the
-// launch rule: softmax_lab/variants.py, multi_block_smem_block).  The writers take the exponential (no e in
+// 448 x 8 x 4 is faster, 1.33-1.36 against 1.38-1.40 (probes 88, 90), unless
+// the split takes companions (below), with which it holds two rows of
+// tickets (the launch rule: softmax_lab/variants.py, multi_block_smem_block).  The writers take the exponential (no e in
 // place: a reducer's max would have to pass to a writer).  `lag` is unused.
 // A reducer holds 2 x MBS_VPT vectors; halves sum them as two runs
 // (split_max_sum).
@@ -47,7 +48,9 @@
 // of row r only; chunks taken but not reduced are reduced by their blocks
 // without waiting.  So as long as the resident blocks hold a row's chunks
 // (grid x MBS_SLOTS >= chunks, checked by the launcher against occupancy), a
-// free slot or a complete row always exists: no deadlock.  The launch is
+// free slot or a complete row always exists: no deadlock.  With companions a
+// row's tickets are its held chunks (grid x MBS_SLOTS >= held_chunks), and a
+// companion is reduced and written with its chunk, waiting on nothing else.  The launch is
 // cooperative, so all of the grid's blocks are resident together, whatever
 // else runs on the GPU.
 // The split schedule's reducers never wait on the writers but for free
@@ -89,17 +92,6 @@ static_assert(MBS_THREADS % 32 == 0 && MBS_THREADS >= 32 && MBS_THREADS <= 1024,
 static_assert(MBS_VPT >= 1 && MBS_SLOTS >= 2 && MBS_BLOCKS_PER_SM >= 1, "positive sizes, two slots or more");
 
 #define MBS_CHUNK ((i64)MBS_THREADS * MBS_VPT)  // vectors per chunk
-// L2 policies: x's bulk copies evict-last, the outputs' 16-byte stores
-// evict-normal (H200, probe 73, notes/TUNING.md, against evict-first both:
-// float32 132 x 4194304 1.40 -> 1.34 x copy, 132 x 1048576 1.12 -> 1.07,
-// bf16 132 x 4194304 1.32 -> 1.20, fp16 log_softmax 512 x 1048576 1.13 ->
-// 1.03; the copies gained for float32, the stores for the halves).
-#ifndef MBS_COPY_LAST  // 1: x's bulk copies evict-last, 0: evict-first
-#define MBS_COPY_LAST 1
-#endif
-#ifndef MBS_STORE
-#define MBS_STORE STORE_NORMAL
-#endif
 // float32 softmax: the reduce step leaves e = e^(x - m_t) in the slot in
 // place of x (m_t: the thread's max, kept per slot), so the write takes one
 // multiplication per element, not an exponential (cluster_row's CR_IN_PLACE).
@@ -118,6 +110,35 @@ static_assert(MBS_VPT >= 1 && MBS_SLOTS >= 2 && MBS_BLOCKS_PER_SM >= 1, "positiv
 #define MBS_EARLY_FILL 0
 #endif
 static_assert(!MBS_EARLY_FILL || MBS_SPLIT, "early refills: the split schedule's writers");
+// Companions (MBS_COMPANIONS 1, the split only): where the ring holds fewer
+// than two rows, a row's first `held_chunks` chunks take tickets and go
+// through the ring; chunk c + held_chunks (c < chunks - held_chunks), c's
+// companion, is reduced by the reducers that reduced chunk c, straight from x
+// into registers (evict-last), and written by the writers that write chunk c,
+// read again from x (from L2, where it stayed).  So the ring needs
+// `held_chunks` of a row, not `chunks`: the launch rule picks half the ring,
+// so that the split runs with two rows held, and device memory still sees
+// about one read of x (probes 99-103, H200, float32 ÷ copy, one group /
+// companions: 32 x 4194304 1.38 -> 1.23, 132 x 4194304 1.36 -> 1.17; past
+// the one group's row, multi_block_l2 / companions: 16 x 10000000 1.49 ->
+// 1.43, bf16 64 x 8388608 1.49 -> 1.25).
+#ifndef MBS_COMPANIONS
+#define MBS_COMPANIONS 0
+#endif
+static_assert(!MBS_COMPANIONS || MBS_SPLIT, "companions: the split schedule's");
+// L2 policies: x's bulk copies evict-last, the outputs' 16-byte stores
+// evict-normal (H200, probe 73, notes/TUNING.md, against evict-first both:
+// float32 132 x 4194304 1.40 -> 1.34 x copy, 132 x 1048576 1.12 -> 1.07,
+// bf16 132 x 4194304 1.32 -> 1.20, fp16 log_softmax 512 x 1048576 1.13 ->
+// 1.03; the copies gained for float32, the stores for the halves).  With
+// companions the copies evict first, leaving L2 to the companions that are
+// read twice (probe 101: float32 4M-6M 3-6 % faster, 7M-8M 1 % slower).
+#ifndef MBS_COPY_LAST  // 1: x's bulk copies evict-last, 0: evict-first
+#define MBS_COPY_LAST (!MBS_COMPANIONS)
+#endif
+#ifndef MBS_STORE
+#define MBS_STORE STORE_NORMAL
+#endif
 #ifndef MBS_POLL_NS  // a waiting block's sleep between two reads of its row's slots
 #define MBS_POLL_NS 256
 #endif
@@ -249,7 +270,7 @@ __device__ __forceinline__ unsigned long long copy_policy() {
 struct Filler {
     const elem_t* x;
     elem_t* y;
-    i64 n, ld_x, ld_y, chunks, items;
+    i64 n, ld_x, ld_y, chunks, items;  // chunks: tickets a row (its held chunks)
     unsigned long long* tickets;
     unsigned long long policy = copy_policy();  // the bulk copies' L2 policy (MBS_COPY_LAST)
     unsigned long long next = 0;
@@ -288,7 +309,7 @@ struct Filler {
 #if !MBS_SPLIT
 extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     multi_block_smem(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y,
-                     i64 chunks, int lag, unsigned long long* __restrict__ slots,
+                     i64 chunks, i64 held_chunks, int lag, unsigned long long* __restrict__ slots,
                      unsigned long long* __restrict__ tickets) {
     extern __shared__ __align__(128) unsigned char smem[];
     raw_t* const held = reinterpret_cast<raw_t*>(smem);  // MBS_SLOTS chunks
@@ -296,7 +317,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     __shared__ i64 row_of[MBS_SLOTS];               // the row of the chunk slot k holds (-1: the end)
     __shared__ i64 chunk_of[MBS_SLOTS];             // and which of its chunks
     __shared__ MaxSum scratch[32];
-    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets};
+    Filler filler{x, y, n, ld_x, ld_y, held_chunks, rows * held_chunks, tickets};  // held_chunks == chunks here
     lag = min(max(lag, 1), MBS_SLOTS);  // slot p is filled while p < w + MBS_SLOTS
     if (threadIdx.x == 0) {
         for (int k = 0; k < MBS_SLOTS; ++k) mbar_init(&bars[k], 1);
@@ -405,7 +426,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
 
 extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     multi_block_smem(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y,
-                     i64 chunks, int lag, unsigned long long* __restrict__ slots,
+                     i64 chunks, i64 held_chunks, int lag, unsigned long long* __restrict__ slots,
                      unsigned long long* __restrict__ tickets) {
     extern __shared__ __align__(128) unsigned char smem[];
     raw_t* const held = reinterpret_cast<raw_t*>(smem);  // MBS_SLOTS chunks
@@ -437,6 +458,16 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
                 if (c == 0) add_scalars(acc, r, u);
                 const MaxSum part = bar_merge<MBS_REDUCERS, MBS_GROUP>(acc, scratch[0]);
                 if (u == 0) publish(slots + row * chunks + c, __float_as_uint(part.max), __float_as_uint(part.sum));
+#if MBS_COMPANIONS
+                if (c + held_chunks < chunks) {  // the companion, from x (evict-last: its write reads it again)
+                    const ChunkSpan t = chunk_span(r, c + held_chunks);
+                    load_held<LOAD_KEEP, MBS_GROUP>(raw, body_in(r), t.v0 + u,
+                                                    held_count<MBS_GROUP, MBS_GVPT>(t.v0 + u, t.v1), raw_neg_inf());
+                    const MaxSum cpart = bar_merge<MBS_REDUCERS, MBS_GROUP>(split_max_sum(raw), scratch[0]);
+                    if (u == 0)
+                        publish(slots + row * chunks + c + held_chunks, __float_as_uint(cpart.max), __float_as_uint(cpart.sum));
+                }
+#endif
             }
             if (u == 0)  // the slot's chunk reduced (or the end reached): the writers may take it
                 asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_addr(&reduced[k]))
@@ -446,7 +477,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     }
 
     // The writers: slot w % MBS_SLOTS once reduced and its row complete, w = 0, 1, ...; then refilled.
-    Filler filler{x, y, n, ld_x, ld_y, chunks, rows * chunks, tickets};
+    Filler filler{x, y, n, ld_x, ld_y, held_chunks, rows * held_chunks, tickets};  // a ticket per held chunk
     if (u == 0)
         for (int k = 0; k < MBS_SLOTS; ++k) filler.fill(k, held, full, row_of, chunk_of);
     i64 total_row = -1;  // the row whose total is known
@@ -481,6 +512,14 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
 #endif
         store_held<MBS_STORE>(r, raw, [&](int j) { return s.v0 + u + (i64)j * MBS_GROUP; }, s.v1, f);
         if (c == 0) write_scalars(r, u, f);
+#if MBS_COMPANIONS
+        if (c + held_chunks < chunks) {  // the companion, read again (from L2) and written
+            const ChunkSpan t = chunk_span(r, c + held_chunks);
+            load_held<LOAD_STREAM, MBS_GROUP>(raw, body_in(r), t.v0 + u,
+                                              held_count<MBS_GROUP, MBS_GVPT>(t.v0 + u, t.v1), raw_neg_inf());
+            store_held<MBS_STORE>(r, raw, [&](int j) { return t.v0 + u + (i64)j * MBS_GROUP; }, t.v1, f);
+        }
+#endif
 #if !MBS_EARLY_FILL
         bar_sync<MBS_WRITERS, MBS_GROUP>();  // the slot is read: free for the next bulk copy
         if (u == 0) filler.fill(w + MBS_SLOTS, held, full, row_of, chunk_of);

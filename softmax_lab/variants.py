@@ -23,6 +23,7 @@ import math
 import threading
 import types
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 from collections.abc import Callable
 
 import cupy
@@ -328,11 +329,44 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
 # 2.90 1.106 / 1.111, 3.14 1.06 / 1.09, 3.43 1.10 / 1.13; bf16 2.04 1.23 /
 # 1.16, 2.75 1.114 / 1.117, 3.02 1.142 / 1.139; fp16 log_softmax 2.40 1.26 /
 # 1.20): the bound lies between 3.02 (level) and 3.14 (2.7 % behind).
+# Where the split's ring holds fewer than MBS_SPLIT_MIN_ROWS rows, it takes
+# companions (MBS_COMPANIONS): a row's first `held` chunks take tickets, half
+# the ring's chunks (or half the row's, if more), and chunk c + held goes with
+# chunk c, so the ring holds two rows of tickets.  auto takes them where the
+# held chunks hold MBS_COMPANIONS_MIN_ROWS rows and the rows fill
+# MBS_COMPANIONS_MIN_RINGS rings, else the one group or multi_block_l2 as
+# before.  Probes 99-103 (H200, 2026-12-03, ÷ copy, split 512 x 7 x 4 with
+# companions and early refills / what auto ran before):
+# - float32 32 / 48 / 132 x 4194304 1.23 / 1.20 / 1.17 against the one
+#   group's 1.38 / 1.39 / 1.36, log_softmax 128 x 4194304 1.22 against 1.32;
+#   8 x 4194304 1.43 against 1.54, 16 x 7000001 1.49 against 1.55;
+# - past the one group's row, against multi_block_l2: float32 16 x 8388608
+#   1.42-1.44 against 1.49, 16 / 32 x 10000000 1.43 / 1.44 against 1.49 /
+#   1.52, 8 / 16 x 11000000 1.49 / 1.46 against 1.51 / 1.51 (1.375 rows
+#   held); bf16 64 x 8388608 1.25 against 1.49, 16 x 12582912 1.48 against
+#   1.52;
+# - behind: 8 / 12 / 16 / 32 x 12000000 float32 (1.26 rows held) 1.59-1.61
+#   against 1.51-1.56; in fewer than three rings of rows, 2 x 4194304 and
+#   2 x 6000000 (one ring) 8 % and 4 % behind, 4 x 6000000 and 5 x 6000000
+#   (two, 2.5) 3 % and 0.7 %, 4 x 10000000 1.3 %, bf16 4 x 8388608 1-3 %;
+#   at three rings level (6 x 6000000 1.53 against 1.54) and ahead past them
+#   (6 x 4194304 1.50 against 1.54, 8 x 6000000 1.50 against 1.54).
+# The bulk copies evict first with companions (the kernel's MBS_COPY_LAST).
 MBS_THREADS, MBS_SPLIT_THREADS, MBS_VPT = 448, 512, 8
 MBS_SPLIT_VPTS = (8, 7)
 MBS_SPLIT_MIN_ROWS, MBS_SPLIT_MIN_ROWS_LOG, MBS_SPLIT_AMPLE_ROWS = 2, 3, 6
 MBS_EARLY_FILL_ROWS = 3.1
+MBS_COMPANIONS_MIN_ROWS, MBS_COMPANIONS_MIN_RINGS = 1.3, 3
 MBS_STATIC_SMEM = 1024  # the kernel's own shared memory (mbarriers, slot records, scratch): 384 / 640 (split) bytes at sm_90
+
+
+class SmemBlock(NamedTuple):
+    """multi_block_smem's block shape and schedule (multi_block_smem_block)."""
+    threads: int
+    vpt: int
+    blocks_per_sm: int
+    split: bool  # the two groups' schedule
+    held_chunks: int | None = None  # a row's chunks that take tickets, the rest companions; None: all
 
 
 def _multi_block_smem_slot_bytes(threads: int, vpt: int) -> int:
@@ -346,10 +380,24 @@ def multi_block_smem_slots(dev: DeviceInfo, threads: int, vpt: int, blocks_per_s
     return budget // _multi_block_smem_slot_bytes(threads, vpt)
 
 
-def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo,
-                           op: str = "softmax") -> tuple[int, int, int, bool]:
-    """(threads, vectors per thread, blocks per SM, split schedule) for rows of `cols` elements of
-    `itemsize` bytes (the rule above)."""
+def _multi_block_smem_ring(dev: DeviceInfo, threads: int, vpt: int, blocks_per_sm: int) -> int:
+    """Chunks the resident blocks' rings hold together."""
+    return dev.sm_count * blocks_per_sm * multi_block_smem_slots(dev, threads, vpt, blocks_per_sm)
+
+
+def _multi_block_smem_chunks(cols: int, itemsize: int, threads: int, vpt: int) -> int:
+    return max(1, -(-_row_vecs(cols, itemsize) // (threads * vpt)))
+
+
+def multi_block_smem_companion_held(chunks: int, ring: int) -> int:
+    """A row's chunks that take tickets with companions: half the ring's, or half the row's if more."""
+    return max(-(-chunks // 2), ring // MBS_SPLIT_MIN_ROWS)
+
+
+def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo, op: str = "softmax",
+                           rows: int = 1 << 20) -> SmemBlock:
+    """The block shape and schedule for `rows` rows of `cols` elements of `itemsize` bytes (the rule
+    above); where nothing else holds a row, the split with companions whether or not they pay."""
     def rows_held(vpt: int) -> float:  # rows the split's ring holds at vpt vectors a thread
         return multi_block_smem_rows_held(cols, itemsize, dev, MBS_SPLIT_THREADS, vpt, 1)
 
@@ -357,15 +405,39 @@ def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo,
     vpt = max(ample) if ample else max(MBS_SPLIT_VPTS, key=rows_held)
     least = MBS_SPLIT_MIN_ROWS_LOG if itemsize == ITEMSIZE and op == "log_softmax" else MBS_SPLIT_MIN_ROWS
     if rows_held(vpt) >= least:
-        return MBS_SPLIT_THREADS, vpt, 1, True
-    return MBS_THREADS, MBS_VPT, 1, False
+        return SmemBlock(MBS_SPLIT_THREADS, vpt, 1, True)
+    chunks = _multi_block_smem_chunks(cols, itemsize, MBS_SPLIT_THREADS, vpt)
+    ring = _multi_block_smem_ring(dev, MBS_SPLIT_THREADS, vpt, 1)
+    held = multi_block_smem_companion_held(chunks, ring)
+    companions = SmemBlock(MBS_SPLIT_THREADS, vpt, 1, True, held) if held <= ring and held < chunks else None
+    if companions is not None and (_companions_pay(ring / held, rows) or
+                                   multi_block_smem_rows_held(cols, itemsize, dev, MBS_THREADS, MBS_VPT, 1) < 1):
+        return companions
+    return SmemBlock(MBS_THREADS, MBS_VPT, 1, False)
+
+
+def _companions_pay(ring_rows: float, rows: int) -> bool:
+    """Whether the split with companions is ahead (the rule above), its ring holding ring_rows rows."""
+    return ring_rows >= MBS_COMPANIONS_MIN_ROWS and rows >= MBS_COMPANIONS_MIN_RINGS * ring_rows
+
+
+def multi_block_smem_leads(shape: Shape, dev: DeviceInfo) -> bool:
+    """Whether auto takes multi_block_smem where its row length lists it: the split, with companions
+    where they pay; float32's one group (the halves' is slower than multi_block_l2, probe 69)."""
+    block = multi_block_smem_block(shape.cols, shape.itemsize, dev, shape.op, shape.rows)
+    if not block.split:
+        return shape.itemsize == ITEMSIZE
+    if block.held_chunks is None:
+        return True
+    ring = _multi_block_smem_ring(dev, block.threads, block.vpt, block.blocks_per_sm)
+    return _companions_pay(ring / block.held_chunks, shape.rows)
 
 
 def multi_block_smem_rows_held(cols: int, itemsize: int, dev: DeviceInfo, threads: int, vpt: int,
                                blocks_per_sm: int) -> float:
     """Rows of `cols` elements that the resident blocks' rings of threads x vpt chunks hold."""
-    chunks = -(-_row_vecs(cols, itemsize) // (threads * vpt))
-    return dev.sm_count * blocks_per_sm * multi_block_smem_slots(dev, threads, vpt, blocks_per_sm) / chunks
+    return _multi_block_smem_ring(dev, threads, vpt, blocks_per_sm) / _multi_block_smem_chunks(cols, itemsize,
+                                                                                                threads, vpt)
 
 
 def multi_block_smem_early_fill(cols: int, itemsize: int, dev: DeviceInfo, threads: int, vpt: int,
@@ -375,28 +447,30 @@ def multi_block_smem_early_fill(cols: int, itemsize: int, dev: DeviceInfo, threa
 
 
 def multi_block_smem_defines(dtype: str, op: str, threads: int, vpt: int, blocks_per_sm: int, slots: int,
-                             split: bool = False, early_fill: bool = False) -> dict:
+                             split: bool = False, early_fill: bool = False, companions: bool = False) -> dict:
     """The build of multi_block_smem.cu for one block shape, ring and schedule."""
     return kernel_defines(dtype, op) | {"MBS_THREADS": threads, "MBS_VPT": vpt, "MBS_SLOTS": slots,
                                         "MBS_BLOCKS_PER_SM": blocks_per_sm, "MBS_SPLIT": int(split)} | \
-        ({"MBS_EARLY_FILL": 1} if early_fill else {})
+        ({"MBS_EARLY_FILL": 1} if early_fill else {}) | ({"MBS_COMPANIONS": 1} if companions else {})
 
 
 def _multi_block_smem_max_cols(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> int:
-    """The longest row whose chunks the resident blocks (one per SM) hold at once."""
-    chunk_elems = MBS_THREADS * MBS_VPT * VECTOR_BYTES // DTYPES[dtype]
-    return dev.sm_count * multi_block_smem_slots(dev, MBS_THREADS, MBS_VPT, 1) * chunk_elems
+    """The longest row it holds: the split's held chunks, a ring's worth, with a companion each."""
+    return max(2 * _multi_block_smem_ring(dev, MBS_SPLIT_THREADS, v, 1) * MBS_SPLIT_THREADS * v * VECTOR_BYTES
+               // DTYPES[dtype] for v in MBS_SPLIT_VPTS)
 
 
 def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None = None, vpt: int | None = None,
                               slots: int | None = None, blocks_per_sm: int | None = None, lag: int | None = None,
                               grid: int | None = None, split: bool | None = None,
-                              early_fill: bool | None = None) -> Launcher:
-    """The launch; the keywords force a block shape, ring, lag, grid, schedule or early refill (probes
-    and tests)."""
-    rule = multi_block_smem_block(shape.cols, shape.itemsize, dev, shape.op)
-    threads, vpt, blocks_per_sm = threads or rule[0], vpt or rule[1], blocks_per_sm or rule[2]
-    split = rule[3] if split is None else split
+                              early_fill: bool | None = None, held_chunks: int | None = None) -> Launcher:
+    """The launch; the keywords force a block shape, ring, lag, grid, schedule, early refill or held
+    chunks (probes and tests: with any of the first five forced, no companions unless held_chunks)."""
+    rule = multi_block_smem_block(shape.cols, shape.itemsize, dev, shape.op, shape.rows)
+    if held_chunks is None and all(k is None for k in (threads, vpt, slots, blocks_per_sm, split)):
+        held_chunks = rule.held_chunks
+    threads, vpt, blocks_per_sm = threads or rule.threads, vpt or rule.vpt, blocks_per_sm or rule.blocks_per_sm
+    split = rule.split if split is None else split
     if split and threads % 64:
         raise CannotRun(f"variant 'multi_block_smem': the split schedule takes two groups of whole warps, "
                         f"not {threads} threads")
@@ -408,7 +482,15 @@ def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None
     if slots < 2:
         raise CannotRun(f"variant 'multi_block_smem': {dev.name} cannot hold two chunks of {threads} x {vpt} "
                         f"vectors in a block's shared memory at {blocks_per_sm} blocks per SM")
-    defines = multi_block_smem_defines(shape.dtype, shape.op, threads, vpt, blocks_per_sm, slots, split, early_fill)
+    chunks = _multi_block_smem_chunks(shape.cols, shape.itemsize, threads, vpt)
+    held = chunks if held_chunks is None else min(chunks, held_chunks)
+    if held < chunks and not split:
+        raise CannotRun("variant 'multi_block_smem': companions are the split schedule's")
+    if 2 * held < chunks:
+        raise CannotRun(f"variant 'multi_block_smem': {held} held chunks and a companion each cover "
+                        f"{2 * held} of a row's {chunks} chunks")
+    defines = multi_block_smem_defines(shape.dtype, shape.op, threads, vpt, blocks_per_sm, slots, split, early_fill,
+                                       held < chunks)
     smem = slots * _multi_block_smem_slot_bytes(threads, vpt)
     try:
         kernel = loader.get_kernel("multi_block_smem.cu", "multi_block_smem", defines, device_id=dev.id)
@@ -417,22 +499,21 @@ def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None
     except DEVICE_REFUSALS as e:
         raise CannotRun(f"variant 'multi_block_smem': {dev.name} cannot run {slots} slots of "
                         f"{threads} x {vpt} vectors: {e}") from e
-    chunks = max(1, -(-_row_vecs(shape.cols, shape.itemsize) // (threads * vpt)))
     items = shape.rows * chunks
     resident = per_sm * dev.sm_count if grid is None else min(grid, per_sm * dev.sm_count)
-    grid = min(resident, items)
-    if min(resident, chunks) * slots < chunks:  # the kernel's progress condition
+    grid = min(resident, shape.rows * held)
+    if min(resident, held) * slots < held:  # the kernel's progress condition
         raise CannotRun(f"variant 'multi_block_smem': {resident} resident blocks of {slots} slots "
-                        f"cannot hold a row of {chunks} chunks on {dev.name}")
+                        f"cannot hold a row of {held} chunks on {dev.name}")
     lag = np.int32(lag if lag is not None else min(slots - 1, -(-chunks // grid) + 1))
-    function, n_chunks, scalars = kernel.kernel, np.int64(chunks), shape.scalars()
+    function, n_chunks, n_held, scalars = kernel.kernel, np.int64(chunks), np.int64(held), shape.scalars()
 
     def launch(x: int, y: int, stream) -> None:
         slot_words, tickets = _slots_and_tickets(items, stream)
         # Cooperative: the driver starts the grid only with every block resident, so that blocks of
         # this launch waiting for a row never hold the SMs its other blocks need (another launch of
         # it on another stream, say; a plain launch could leave each with too few blocks: a hang).
-        function((grid,), (threads,), (_ptr(x), _ptr(y), *scalars, n_chunks, lag, slot_words, tickets),
+        function((grid,), (threads,), (_ptr(x), _ptr(y), *scalars, n_chunks, n_held, lag, slot_words, tickets),
                  stream=stream, shared_mem=smem, enable_cooperative_groups=True)
 
     return launch
@@ -1711,8 +1792,10 @@ _ALL = (
                      f"{MBS_SPLIT_VPTS} (the most whose slots hold {MBS_SPLIT_AMPLE_ROWS} rows, else those holding "
                      f"the most), where they hold {MBS_SPLIT_MIN_ROWS} rows (float32 log_softmax "
                      f"{MBS_SPLIT_MIN_ROWS_LOG}), else of "
-                     f"{MBS_THREADS} x {MBS_VPT} in one group; a chunk written once its row is complete "
-                     "(multi_block_smem_block)"),
+                     f"{MBS_THREADS} x {MBS_VPT} in one group; below two rows the split holds half the ring's "
+                     f"chunks of a row and takes the rest as companions (read again from L2) where those hold "
+                     f"{MBS_COMPANIONS_MIN_ROWS} rows and the rows fill {MBS_COMPANIONS_MIN_RINGS} rings; a chunk "
+                     "written once its row is complete (multi_block_smem_block)"),
         prepare_launch=_prepare_multi_block_smem,
         max_cols=_multi_block_smem_max_cols,
         ops=OPS,
@@ -2064,10 +2147,10 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
     names = next(names for limit, names in rules[shape.itemsize] if shape.cols * shape.itemsize <= limit)
     plan = _single_read_forward_plan(shape, dev)
     merged = plan if plan is not None and plan.memory_merge else None
-    if "multi_block_smem" in names and shape.itemsize != ITEMSIZE:
-        if not multi_block_smem_block(shape.cols, shape.itemsize, dev, shape.op)[3]:
-            names = tuple(n for n in names if n != "multi_block_smem")  # halves take its split schedule only
-        elif _one_round_of_clusters(plan, shape.rows, dev):
+    if "multi_block_smem" in names:
+        if not multi_block_smem_leads(shape, dev):
+            names = tuple(n for n in names if n != "multi_block_smem")
+        elif shape.itemsize != ITEMSIZE and _one_round_of_clusters(plan, shape.rows, dev):
             names = ("single_read",) + tuple(n for n in names if n != "single_read")
     if warp_row_plan(shape.cols, shape.itemsize, shape.op) is not None:
         names = ("single_read",) + names  # a block of warps per row (single_read_warp)

@@ -315,7 +315,7 @@ def multi_block_l2_schedule(rows, chunks, lag, grid, rng):
     return done, counter
 
 
-def multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng, split=False):
+def multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng, split=False, held=None):
     """Runs multi_block_smem.cu's loop with `grid` blocks advancing in a random
     order, each a step of its loop at a time: fill the free slots (tickets in
     order; thread 0's ticket taken ahead as a write begins), reduce the next
@@ -323,10 +323,18 @@ def multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng, split=False):
     (else reduce, else wait).  split: the MBS_SPLIT schedule, whose reducers and
     writers go their own ways: a step reduces the next loaded chunk or writes
     the oldest reduced one whose row is complete, whichever the draw picks of
-    those possible (`lag` unused).  Returns the items in the order written;
-    raises RuntimeError if every unfinished block waits (a deadlock)."""
-    items, counter = rows * chunks, 0
+    those possible (`lag` unused).  held (split only): a row's chunks that take
+    tickets (MBS_COMPANIONS), chunk c + held reduced and written with chunk c.
+    Returns the items (row * chunks + c) in the order written; raises
+    RuntimeError if every unfinished block waits (a deadlock)."""
+    held = chunks if held is None else held
+    assert split or held == chunks, "companions: the split schedule's"
+    items, counter = rows * held, 0
     lag = max(lag, 1)
+
+    def covered(t):  # the items ticket t stands for: its chunk and its companion
+        row, c = divmod(t, held)
+        return [row * chunks + c] + ([row * chunks + c + held] if c + held < chunks else [])
 
     def take():
         nonlocal counter
@@ -351,18 +359,18 @@ def multi_block_smem_schedule(rows, chunks, slots, lag, grid, rng, split=False):
         def oldest_complete():
             if b["w"] == b["p"]:
                 return False
-            row = b["held"][b["w"] % slots] // chunks
+            row = b["held"][b["w"] % slots] // held
             return all(row * chunks + c in reduced for c in range(chunks))
 
         def write():
             if b["left"] and b["next"] is None:
                 b["next"] = take()
-            written.append(b["held"][b["w"] % slots])
+            written.extend(covered(b["held"][b["w"] % slots]))
             b["w"] += 1
             return True
 
         def reduce_next():
-            reduced.add(b["held"][b["p"] % slots])
+            reduced.update(covered(b["held"][b["p"] % slots]))
             b["p"] += 1
             return True
 

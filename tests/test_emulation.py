@@ -431,6 +431,21 @@ def test_multi_block_smem_schedule_writes_every_chunk_once_without_deadlock(rows
                 list(range(rows * chunks))
 
 
+@pytest.mark.parametrize("rows, chunks, held, slots, grid", [(3, 9, 6, 2, 3), (4, 11, 6, 3, 2), (2, 40, 20, 5, 4),
+                                                             (6, 13, 7, 7, 1), (5, 3, 2, 2, 1)])
+def test_multi_block_smem_schedule_with_companions_writes_every_chunk_once(rows, chunks, held, slots, grid):
+    """The split with companions: where the blocks hold a row's held chunks (grid x
+    slots >= held), every chunk, held or companion, is written once."""
+    from emulate import multi_block_smem_schedule
+
+    rng = np.random.default_rng(rows * 1000 + chunks * 10 + held)
+    for _ in range(20):
+        assert sorted(multi_block_smem_schedule(rows, chunks, slots, 0, grid, rng, True, held)) == \
+            list(range(rows * chunks))
+    with pytest.raises(RuntimeError, match="deadlock"):  # one slot fewer than the held chunks
+        multi_block_smem_schedule(rows + 1, chunks, held - 1, 0, 1, rng, True, held)
+
+
 @pytest.mark.parametrize("split", [False, True])
 def test_multi_block_smem_schedule_deadlocks_where_the_blocks_cannot_hold_a_row(split):
     """The check is real: with fewer slots than a row's chunks every block ends up

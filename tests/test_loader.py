@@ -99,17 +99,19 @@ def _builds():
             for op in ALL_OPS:
                 defines = V.multi_block_l2_defines(dtype, op, cc)
                 yield pytest.param("multi_block_l2.cu", arch, defines, id=f"multi_block_l2-launched-{dtype}-{op}-{arch}")
-    # multi_block_smem's four builds on the H200: two splits (one refilling early), one group
-    for cols in (1 << 20, 1 << 21, 3 << 20, 1 << 22):
-        threads, vpt, per_sm, split = V.multi_block_smem_block(cols, 4, V._H200)
+    # multi_block_smem's builds on the H200: two splits (one refilling early), the split with
+    # companions, one group
+    for cols, rows in ((1 << 20, 4096), (1 << 21, 4096), (3 << 20, 4096), (1 << 22, 4096), (1 << 22, 4)):
+        threads, vpt, per_sm, split, held = V.multi_block_smem_block(cols, 4, V._H200, rows=rows)
         early = V.multi_block_smem_early_fill(cols, 4, V._H200, threads, vpt, per_sm, split)
         slots = V.multi_block_smem_slots(V._H200, threads, vpt, per_sm)
         for dtype in DTYPES:
             for op in OPS:
-                defines = V.multi_block_smem_defines(dtype, op, threads, vpt, per_sm, slots, split, early)
+                defines = V.multi_block_smem_defines(dtype, op, threads, vpt, per_sm, slots, split, early,
+                                                     held is not None)
                 yield pytest.param("multi_block_smem.cu", "sm_90", defines,
                                    id=f"multi_block_smem-{threads}x{vpt}x{slots}x{per_sm}{'-split' * split}"
-                                      f"{'-early' * early}-{dtype}-{op}")
+                                      f"{'-early' * early}{'-companions' * (held is not None)}-{dtype}-{op}")
     for c in _long_row_configs():
         yield pytest.param("long_row.cu", "sm_90", c.defines(), id=f"long_row-{c.label()}")
     for plan, dtype, op in _cluster_row_plans():

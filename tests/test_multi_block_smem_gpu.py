@@ -64,6 +64,29 @@ def test_tight_rings_odd_lengths_and_special_values(dtype, op, ring, x_off, y_of
         assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
 
 
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("threads, vpt, slots, grid", [(64, 1, 2, 3), (64, 2, 3, 2), (128, 1, 2, 5)])
+@pytest.mark.parametrize("early", [False, True])
+@pytest.mark.parametrize("x_off, y_off", [(0, 0), (3, 7)])
+def test_companions_past_the_ring(dtype, op, threads, vpt, slots, grid, early, x_off, y_off):
+    """The split with companions (probe 99): the ring holds `held` = grid x slots chunks of a row
+    (exactly: a tight ring), chunk c + held rides with chunk c; rows of 2 x held chunks (less 3
+    elements), of held + 1, and short rows that need none."""
+    torch = _torch()
+    _hopper()
+    chunk = threads * vpt * 16 // V.DTYPES[dtype]  # elements
+    held = grid * slots
+    for rows, cols in ((6, 2 * held * chunk - 3), (9, held * chunk + chunk // 2 + 1), (5, 1031), (3, 1)):
+        x = _input(torch, rows, cols, dtype, x_off, seed=cols + x_off)
+        _special(torch, x)
+        y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
+        _launch(x, y, op, variant="multi_block_smem", threads=threads, vpt=vpt, slots=slots, grid=grid, split=True,
+                early_fill=early, held_chunks=held)
+        assert _ok(_error(y, x, dtype, op), dtype), (rows, cols)
+        assert bool(torch.isnan(yb[:, :y_off]).all()), "wrote before the output view"
+
+
 def test_a_ring_too_small_for_a_row_is_cannot_run():
     torch = _torch()
     _hopper()
@@ -88,6 +111,10 @@ def test_a_ring_too_small_for_a_row_is_cannot_run():
     ("float32", "log_softmax", 40, 600_001, 2, 2),
     ("bfloat16", "softmax", 5, 1 << 23, 0, 0),  # 16 MB rows of halves
     ("float16", "log_softmax", 9, 2_097_155, 5, 3),
+    ("float32", "softmax", 8, (1 << 22) + 5, 1, 3),  # the split with companions (1.84 rows; 264 of 293 held)
+    ("float32", "log_softmax", 6, 6_000_001, 3, 1),  # companions for float32 log_softmax too
+    ("float32", "softmax", 2, 12_000_001, 0, 1),  # past the one group's row: companions (419 of 838 held)
+    ("bfloat16", "softmax", 6, (1 << 23) + 3, 1, 2),  # halves' companions
 ])
 def test_long_rows_by_the_launch_rule(dtype, op, rows, cols, x_off, y_off):
     torch = _torch()
@@ -96,7 +123,7 @@ def test_long_rows_by_the_launch_rule(dtype, op, rows, cols, x_off, y_off):
     _special(torch, x)
     y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
     _launch(x, y, op, variant="multi_block_smem")
-    _assert_every_row(torch, x, y, yb, y_off, op, V.multi_block_smem_block(cols, x.element_size(), dev, op))
+    _assert_every_row(torch, x, y, yb, y_off, op, V.multi_block_smem_block(cols, x.element_size(), dev, op, rows))
 
 
 def _assert_every_row(torch, x, y, yb, y_off, op, label):
@@ -193,6 +220,14 @@ SANITIZER_SCRIPT = textwrap.dedent(
             _launch(x, y, op, variant="multi_block_smem", **knobs)
             if not _ok(_error(y, x, dtype, op), dtype):
                 wrong.append((dtype, op, rows, cols, knobs))
+        size = torch.tensor([], dtype=getattr(torch, dtype)).element_size()
+        cols = 10 * 64 * 2 * 16 // size - 3  # 10 chunks of 64 x 2 vectors: 6 in the tight ring, 4 companions
+        x = _input(torch, 3, cols, dtype, 1, seed=cols)
+        y, _ = _poisoned_out(torch, 3, cols, dtype, 2)
+        _launch(x, y, op, variant="multi_block_smem", threads=64, vpt=2, slots=2, grid=3, split=True,
+                early_fill=True, held_chunks=6)
+        if not _ok(_error(y, x, dtype, op), dtype):
+            wrong.append((dtype, op, "companions"))
     torch.cuda.synchronize()
     assert not wrong, wrong
     print("sanitized")

@@ -158,7 +158,8 @@ def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
     (1_572_865, "multi_block_smem", "multi_block_l2"),  # and of its memory-merged group of 18
     (1 << 22, "multi_block_smem", "multi_block_l2"),
     (132 * 32768 + 1, "multi_block_smem", "multi_block_l2"),  # its split of 4 slots holds two rows up to 7569408
-    (7_569_409, "multi_block_l2", "multi_block_l2"),  # past what its split holds (groups of 44 do not pay)
+    (7_569_409, "multi_block_smem", "multi_block_l2"),  # past what its split holds: with companions
+    (24_000_000, "multi_block_l2", "multi_block_l2"),  # companions of 1.26 rows held (groups of 44 do not pay)
 ])
 def test_auto_for_halves(dtype, op, cols, on_h200, on_a100):
     assert V.choose(4096, cols, H200, dtype, op).name == on_h200

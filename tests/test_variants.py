@@ -256,7 +256,10 @@ def test_auto_takes_memory_merged_groups_where_they_pay(rows, cols, first):
     (8, 1 << 20, "multi_block_smem"),  # two rounds
     (1024, 1 << 20, "multi_block_smem"),  # ahead of the groups (11 blocks, 85 rounds) for halves
     (132, 132 * 32768 + 1, "multi_block_smem"), (132, 7_569_408, "multi_block_smem"),  # the longest its split holds
-    (132, 7_569_409, "multi_block_l2"), (5, 1 << 23, "multi_block_l2"),  # one group: not taken
+    (132, 7_569_409, "multi_block_smem"), (6, 1 << 23, "multi_block_smem"),  # companions: 2 rows held, three
+    (16, 22_000_000, "multi_block_smem"),  # rings of rows; 1.375 rows held (768 chunks, 384 held)
+    (5, 1 << 23, "multi_block_l2"), (132, 24_000_000, "multi_block_l2"),  # 2.5 rings; 1.26 rows (the one group is
+    (132, 30_277_633, "multi_block_l2"),  # not taken for halves); past what companions cover
 ])
 @pytest.mark.parametrize("dtype, op", [("bfloat16", "softmax"), ("float16", "log_softmax")])
 def test_auto_takes_multi_block_smem_split_for_long_half_rows(rows, cols, first, dtype, op):
@@ -311,7 +314,9 @@ def test_auto_never_fails_to_offer_a_variant():
     (786433, "multi_block_smem", "multi_block_l2"),  # the group's slices are too short to pay (memory_merge_pays)
     (1 << 20, "multi_block_smem", "multi_block_l2"),  # groups of 22 blocks, larger than a cluster
     (1 << 22, "multi_block_smem", "multi_block_l2"),  # groups of 132 blocks do not pay; chunks held (sm_90)
-    (1 << 23, "multi_block_l2", "multi_block_l2"),  # longer than the GPU's shared memory holds
+    (1 << 23, "multi_block_smem", "multi_block_l2"),  # half its chunks held (1.8 rows), a companion each
+    (12_000_000, "multi_block_l2", "multi_block_l2"),  # held chunks of 1.26 rows: companions behind
+    (1 << 24, "multi_block_l2", "multi_block_l2"),  # longer than companions cover
 ])
 def test_auto_rules(cols, on_h200, on_a100):
     assert choose(4096, cols, H200).name == on_h200
@@ -321,24 +326,35 @@ def test_auto_rules(cols, on_h200, on_a100):
 def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
     assert V.multi_block_smem_slots(H200, 448, 8, 1) == 4 and V.multi_block_smem_slots(H200, 512, 8, 1) == 3
     assert V.multi_block_smem_slots(H200, 512, 7, 1) == 4  # the split's ring: 4 x 56 KB against 3 x 64 KB
-    assert V.multi_block_smem_block(1 << 20, 4, H200) == (512, 8, 1, True)  # 4 MB rows: 396 slots of 64 KB hold 6.2
-    assert V.multi_block_smem_block(1_572_864, 4, H200) == (512, 7, 1, True)  # 6 MB: 4.1 in 396, 4.8 in 528
-    assert V.multi_block_smem_block(1 << 21, 4, H200) == (512, 7, 1, True)  # 8 MB: 3.6
-    assert V.multi_block_smem_block(3 << 20, 4, H200) == (512, 7, 1, True)  # 12 MB: 2.4
-    assert V.multi_block_smem_block(3 << 20, 4, H200, "log_softmax") == (448, 8, 1, False)  # float32 log: 3 rows
-    assert V.multi_block_smem_block(1 << 21, 4, H200, "log_softmax") == (512, 7, 1, True)
+    assert V.multi_block_smem_block(1 << 20, 4, H200) == (512, 8, 1, True, None)  # 4 MB rows: 396 slots of 64 KB hold 6.2
+    assert V.multi_block_smem_block(1_572_864, 4, H200) == (512, 7, 1, True, None)  # 6 MB: 4.1 in 396, 4.8 in 528
+    assert V.multi_block_smem_block(1 << 21, 4, H200) == (512, 7, 1, True, None)  # 8 MB: 3.6
+    assert V.multi_block_smem_block(3 << 20, 4, H200) == (512, 7, 1, True, None)  # 12 MB: 2.4
+    assert V.multi_block_smem_block(3 << 20, 4, H200, "log_softmax") == (448, 8, 1, False, None)  # float32 log: 3 rows
+    assert V.multi_block_smem_block(1 << 21, 4, H200, "log_softmax") == (512, 7, 1, True, None)
     longest = 132 * 4 * 512 * 7 * 4 // 2  # float32 columns of two rows in the split's ring
-    assert V.multi_block_smem_block(longest, 4, H200) == (512, 7, 1, True)
-    assert V.multi_block_smem_block(longest + 1, 4, H200) == (448, 8, 1, False)  # 1.99 rows: one group
-    assert V.multi_block_smem_block(1 << 22, 4, H200) == (448, 8, 1, False)  # 16 MB: 1.84 rows
-    assert V.multi_block_smem_block(1 << 20, 2, H200) == (512, 8, 1, True)  # halves by bytes: 2 MB rows
-    assert V.multi_block_smem_block(1 << 22, 2, H200) == (512, 7, 1, True)  # 8 MB: 3.1 in 396, 3.6 in 528
-    assert V.multi_block_smem_block(2 * longest, 2, H200, "log_softmax") == (512, 7, 1, True)  # halves: 2 rows
-    assert V.multi_block_smem_block(2 * longest + 1, 2, H200) == (448, 8, 1, False)
+    assert V.multi_block_smem_block(longest, 4, H200) == (512, 7, 1, True, None)
+    # past it the split takes companions (264 held chunks, half the ring's 528) where the rows fill
+    # three rings, else the one group while it holds a row
+    assert V.multi_block_smem_block(longest + 1, 4, H200) == (512, 7, 1, True, 264)  # 1.99 rows
+    assert V.multi_block_smem_block(1 << 22, 4, H200) == (512, 7, 1, True, 264)  # 16 MB: 1.84 rows
+    assert V.multi_block_smem_block(1 << 22, 4, H200, rows=6) == (512, 7, 1, True, 264)  # three rings of two rows
+    assert V.multi_block_smem_block(1 << 22, 4, H200, rows=5) == (448, 8, 1, False, None)
+    assert V.multi_block_smem_block(1 << 22, 4, H200, "log_softmax") == (512, 7, 1, True, 264)
+    assert V.multi_block_smem_block(3 << 20, 4, H200, "log_softmax", 6) == (448, 8, 1, False, None)  # 2.4: whole rows
+    # past the one group's row: half the row's chunks held, while they hold 1.3 rows
+    assert V.multi_block_smem_block(8_388_608, 4, H200) == (512, 7, 1, True, 293)  # 586 chunks: 1.8 rows
+    assert V.multi_block_smem_block(11_000_000, 4, H200, rows=5) == (512, 7, 1, True, 384)  # 1.375 rows
+    assert V.multi_block_smem_block(1 << 20, 2, H200) == (512, 8, 1, True, None)  # halves by bytes: 2 MB rows
+    assert V.multi_block_smem_block(1 << 22, 2, H200) == (512, 7, 1, True, None)  # 8 MB: 3.1 in 396, 3.6 in 528
+    assert V.multi_block_smem_block(2 * longest, 2, H200, "log_softmax") == (512, 7, 1, True, None)  # halves: 2 rows
+    assert V.multi_block_smem_block(2 * longest + 1, 2, H200) == (512, 7, 1, True, 264)
+    assert V.multi_block_smem_block(2 * longest + 1, 2, H200, rows=5) == (448, 8, 1, False, None)
     a100 = V.multi_block_smem_block(1 << 21, 4, A100)  # 163 KB: two slots of 8 vectors hold more than two of 7
     assert a100[1] == 8 and V.multi_block_smem_slots(A100, 512, 8, 1) == V.multi_block_smem_slots(A100, 512, 7, 1)
     mbs = get_variant("multi_block_smem")
-    assert mbs.max_cols(H200) == 132 * 4 * 448 * 8 * 4 and mbs.max_cols(H200, "bfloat16") == 2 * mbs.max_cols(H200)
+    # the longest row: a ring's worth of held chunks (132 x 4 of 512 x 7 vectors), a companion each
+    assert mbs.max_cols(H200) == 2 * 132 * 4 * 512 * 7 * 4 and mbs.max_cols(H200, "bfloat16") == 2 * mbs.max_cols(H200)
     assert mbs.unsupported_reason(1 << 20, H200) is None
     assert mbs.unsupported_reason(mbs.max_cols(H200) + 1, H200)
     assert mbs.unsupported_reason(1 << 20, A100)  # bulk copies: sm_90
@@ -346,13 +362,15 @@ def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
 
 
 def test_multi_block_smem_refills_early_where_its_split_holds_few_rows():
-    def early(cols, itemsize=4, op="softmax"):
-        return V.multi_block_smem_early_fill(cols, itemsize, H200, *V.multi_block_smem_block(cols, itemsize, H200, op))
+    def early(cols, itemsize=4, op="softmax", rows=1 << 20):
+        block = V.multi_block_smem_block(cols, itemsize, H200, op, rows)
+        return V.multi_block_smem_early_fill(cols, itemsize, H200, *block[:4])
 
     assert V.multi_block_smem_rows_held(3 << 20, 4, H200, 512, 7, 1) == pytest.approx(132 * 4 / 220)  # 2.4
     assert early(3 << 20) and early(3_600_000) and early(2_600_000)  # 2.4, 2.1, 2.9 rows held
     assert not early(2_400_000) and not early(1 << 21) and not early(1 << 20)  # 3.14, 3.6, 6.2 rows
-    assert not early(1 << 22)  # the one group (1.84 rows): its writes keep the refill after the stores
+    assert not early(1 << 22, rows=5)  # the one group (1.84 rows): its writes keep the refill after the stores
+    assert early(1 << 22)  # the split with companions there
     assert not early(3 << 20, op="log_softmax")  # float32 log_softmax there: the one group
     assert early(6_291_456, 2) and early(7_400_000, 2) and not early(1 << 22, 2)  # bf16: 2.4, 2.04, 3.6 rows
 
