@@ -1785,7 +1785,8 @@ _ALL = (
         entries=("multi_block_smem",),
         reads=1, writes=1, min_compute_capability=90,
         summary=("a row split over blocks in one persistent launch, each chunk held in shared memory from its "
-                 "read to its write: rows up to the whole GPU's shared memory, read once"),
+                 "read to its write (past what the GPU's shared memory holds of a row, the rest re-read from L2): "
+                 "rows up to twice the GPU's shared memory, read once from device memory"),
         launch_rule=("resident blocks taking chunks of threads x vpt vectors in ticket order into a ring of as "
                      "many slots as shared memory holds (bulk copies); one block per SM of "
                      f"{MBS_SPLIT_THREADS} threads in two groups (one reducing, one writing), vpt in "
