@@ -2,7 +2,8 @@
 // chunks stay in shared memory from their read until their write, so that
 // device memory sees one read and one write per element even where a row is
 // longer than a cluster holds (the long-row variant on sm_90: the GPU's
-// shared memory, 132 x 227 KB on the H200, holds about two 16 MB rows).
+// shared memory, 132 x 227 KB on the H200, holds about two 16 MB rows; with
+// companions, rows up to twice what it holds, the rest re-read from L2).
 //
 // A persistent grid of resident blocks, each with a ring of MBS_SLOTS slots
 // of one chunk (MBS_THREADS x MBS_VPT 16-byte vectors of a row's body).

@@ -293,8 +293,9 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
 # in ticket order (kernels/multi_block_smem.cu): each block a ring of `slots`
 # chunks of threads x vpt 16-byte vectors, filled by bulk copies; a chunk is
 # written once `lag` later chunks are reduced and its row is complete.  The
-# resident blocks must hold a row's chunks (grid x slots >= chunks), which
-# sets the longest row: on the H200, 132 x 4 x 56 KB, 29.6 MB.
+# resident blocks must hold a row's chunks (grid x slots >= chunks), or with
+# companions (below) its held chunks, half of them or more, which sets the
+# longest row: on the H200, 2 x 132 x 4 x 56 KB, 60.6 MB (15.1M float32).
 # The block shape (notes/TUNING.md, "Long rows held in shared memory"): the
 # split schedule (two groups of warps, one reducing while the other writes) in
 # one block per SM of MBS_SPLIT_THREADS threads where its slots hold
