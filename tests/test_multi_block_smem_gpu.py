@@ -154,25 +154,28 @@ def test_auto_runs_long_half_rows_in_the_split_schedule(dtype, op):
     _assert_every_row(torch, x, y, yb, 3, op, "auto")
 
 
-@pytest.mark.parametrize("split, early", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("split, early, held", [(False, False, None), (True, False, None), (True, True, None),
+                                               (True, True, 10)])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_bitwise_the_same_whichever_block_holds_which_chunk(dtype, split, early):
+def test_bitwise_the_same_whichever_block_holds_which_chunk(dtype, split, early, held):
     """The row's (max, sum) is merged in chunk order, so grids of different sizes (and runs)
-    give the same bits."""
+    give the same bits; with companions too (10 of a float32 row's 19 chunks held)."""
     torch = _torch()
     _hopper()
     x = _input(torch, 24, 300_017, dtype, 1, seed=3)
     outs = []
-    for grid in (None, 40, 13):  # 13 x 3 slots hold the 19 chunks of a float32 row (21 of 448 x 8: 4 slots)
+    for grid in (None, 40, 13, 4):  # 13 x 3 slots hold the 19 chunks of a float32 row (21 of 448 x 8: 4 slots)
+        if grid == 4 and held is None:
+            continue  # 4 x 3 slots hold the 10 held chunks only
         y, _ = _poisoned_out(torch, 24, 300_017, dtype)
         _launch(x, y, "softmax", variant="multi_block_smem", grid=grid, split=split, early_fill=early,
-                threads=512 if split else 448)
+                threads=512 if split else 448, held_chunks=held)
         outs.append(y)
-    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    assert all(torch.equal(outs[0], out) for out in outs[1:])
 
 
 @pytest.mark.parametrize("dtype, rows, cols", [("float32", 520, 1 << 22), ("bfloat16", 1040, 1 << 21)])
-def test_above_2_to_the_31_elements(dtype, rows, cols):  # 2.2e9 elements
+def test_above_2_to_the_31_elements(dtype, rows, cols):  # 2.2e9 elements (float32: the split with companions)
     torch = _torch()
     _hopper()
     try:
