@@ -411,14 +411,15 @@ def multi_block_smem_block(cols: int, itemsize: int, dev: DeviceInfo, op: str = 
     ring = _multi_block_smem_ring(dev, MBS_SPLIT_THREADS, vpt, 1)
     held = multi_block_smem_companion_held(chunks, ring)
     companions = SmemBlock(MBS_SPLIT_THREADS, vpt, 1, True, held) if held <= ring and held < chunks else None
-    if companions is not None and (_companions_pay(ring / held, rows) or
+    if companions is not None and (_companions_pay(companions, dev, rows) or
                                    multi_block_smem_rows_held(cols, itemsize, dev, MBS_THREADS, MBS_VPT, 1) < 1):
         return companions
     return SmemBlock(MBS_THREADS, MBS_VPT, 1, False)
 
 
-def _companions_pay(ring_rows: float, rows: int) -> bool:
-    """Whether the split with companions is ahead (the rule above), its ring holding ring_rows rows."""
+def _companions_pay(block: SmemBlock, dev: DeviceInfo, rows: int) -> bool:
+    """Whether `block`, the split with companions, is ahead for `rows` rows (the rule above)."""
+    ring_rows = _multi_block_smem_ring(dev, block.threads, block.vpt, block.blocks_per_sm) / block.held_chunks
     return ring_rows >= MBS_COMPANIONS_MIN_ROWS and rows >= MBS_COMPANIONS_MIN_RINGS * ring_rows
 
 
@@ -428,10 +429,7 @@ def multi_block_smem_leads(shape: Shape, dev: DeviceInfo) -> bool:
     block = multi_block_smem_block(shape.cols, shape.itemsize, dev, shape.op, shape.rows)
     if not block.split:
         return shape.itemsize == ITEMSIZE
-    if block.held_chunks is None:
-        return True
-    ring = _multi_block_smem_ring(dev, block.threads, block.vpt, block.blocks_per_sm)
-    return _companions_pay(ring / block.held_chunks, shape.rows)
+    return block.held_chunks is None or _companions_pay(block, dev, shape.rows)
 
 
 def multi_block_smem_rows_held(cols: int, itemsize: int, dev: DeviceInfo, threads: int, vpt: int,
