@@ -72,13 +72,27 @@
 #define CR_STREAM_LOADS 0
 #endif
 #define CR_LOAD (CR_STREAM_LOADS ? LOAD_STREAM : LOAD_KEEP)
-// The output stores' L2 policy (common.cuh): evict-last for the backward,
-// plain (evict-normal) for the halves' forward, evict-first for float32's
-// (H200, probe 72, notes/TUNING.md: plain against evict-first, the halves
-// 0.3-2 % faster, bf16 132 x 393216 1.245 -> 1.221 x copy, 4096 x 100003
-// 1.46 -> 1.37; float32 level).
+// The output stores' L2 policy (common.cuh): plain (evict-normal) for the
+// halves' forward, evict-first for float32's (H200, probe 72, notes/TUNING.md:
+// plain against evict-first, the halves 0.3-2 % faster, bf16 132 x 393216
+// 1.245 -> 1.221 x copy, 4096 x 100003 1.46 -> 1.37; float32 level).
+// The backward: at two or more blocks per SM evict-first stores, with dy
+// loaded evict-last as y is (CR_GRAD_LOAD); at one block per SM (512-thread
+// blocks, float32 rows of 200000 and more) evict-last stores and plain dy
+// loads.  H200, probes 109-110 (notes/TUNING.md: CUPTI kernel durations,
+// no call's inputs left in L2 by the call before), float32, µs a call:
+// 4096 x 151936 softmax backward 1705.9 -> 1689.4 (quack's softmax_bwd
+// 1695.3, torch.add 1698), 8192 x 65536 1462 -> 1441, 12000 x 50000 1631 ->
+// 1615, 16384 x 32000 1427 -> 1407; 0.2-1.4 % faster at each of 19 shapes of
+// 1000 rows or more at two blocks per SM, level within the noise of kernels of
+// 10-60 us at 16-132 rows; at one block per SM 0.2-0.4 % slower (4096 x
+// 393216 4781 -> 4801), so those keep the evict-last stores.
 #ifndef CR_STORE
-#define CR_STORE (SOFTMAX_BACKWARD ? STORE_LAST : SOFTMAX_DTYPE != 0 ? STORE_NORMAL : STORE_FIRST)
+#define CR_STORE (SOFTMAX_BACKWARD ? (CR_BLOCKS_PER_SM >= 2 ? STORE_FIRST : STORE_LAST) \
+                  : SOFTMAX_DTYPE != 0 ? STORE_NORMAL : STORE_FIRST)
+#endif
+#ifndef CR_GRAD_LOAD  // dy's aligned loads (the backward): see CR_STORE
+#define CR_GRAD_LOAD (CR_BLOCKS_PER_SM >= 2 ? LOAD_KEEP : LOAD_PLAIN)
 #endif
 // float32 softmax keeps e = e^(x - m_t) in place of x (one exponential per element).
 #define CR_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
@@ -146,7 +160,7 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
     decltype(widen_raw(raw[0])) grad[CR_VPT];
     load_held<CR_LOAD, CR_THREADS>(raw, in, first, mine, raw_t{});
-    load_held_grads<CR_THREADS>(grad, r, g, first, mine);
+    load_held_grads<CR_THREADS, CR_GRAD_LOAD>(grad, r, g, first, mine);
     float acc = 0.f;
 #pragma unroll
     for (int j = 0; j < CR_VPT; ++j) acc += vec_dot(widen_raw(raw[j]), grad[j]);

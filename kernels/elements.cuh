@@ -609,18 +609,19 @@ __device__ __forceinline__ Floats8 load_grad_vec(const RowSpanOf<H>& r, GradRow<
     return f;
 }
 
-// load_held for dy: grad[j] = dy's body vector first + j * STRIDE for j < count, zero beyond.
-template <int STRIDE, int V, typename T, typename G>
+// load_held for dy: grad[j] = dy's body vector first + j * STRIDE for j < count, zero beyond;
+// POLICY: the aligned loads' L2 policy (cluster_row picks its own).
+template <int STRIDE, int POLICY = GRAD_LOAD, int V, typename T, typename G>
 __device__ __forceinline__ void load_held_grads(G (&grad)[V], const RowSpanOf<T>& r, GradRow<T> g, i64 first,
                                                 int count) {
     const GradRow<T> run = {g.g + RowSpanOf<T>::VEC * first, g.g_shift};
     if (g.g_shift == 0) {  // dy's body on 16 bytes, as y's: predicated vector loads (load_held)
         const raw_t* p = reinterpret_cast<const raw_t*>(run.g + r.head);
-        const unsigned long long policy = GRAD_LOAD == LOAD_KEEP ? l2_evict_last() : 0ull;
+        const unsigned long long policy = POLICY == LOAD_KEEP ? l2_evict_last() : 0ull;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
             raw_t v{};
-            load_vec_if<GRAD_LOAD>(v, p + (i64)j * STRIDE, j < count, policy);
+            load_vec_if<POLICY>(v, p + (i64)j * STRIDE, j < count, policy);
             grad[j] = widen_raw(v);
         }
     } else {
