@@ -68,6 +68,9 @@
 #ifndef CR_VPT  // 16-byte vectors per thread (of each array in the backward)
 #define CR_VPT 6
 #endif
+#ifndef CR_BLOCKS_PER_SM  // __launch_bounds__' register budget; the backward's policies (below)
+#define CR_BLOCKS_PER_SM 2
+#endif
 #ifndef CR_STREAM_LOADS  // 1: the loads evict-first (.cs), 0: evict-last (the launch rule picks)
 #define CR_STREAM_LOADS 0
 #endif
@@ -107,9 +110,6 @@
 // columns (4096 x 151936 1.010 -> 1.008 x its floor), the forward level.
 #ifndef CR_LINE_SLICES
 #define CR_LINE_SLICES 1
-#endif
-#ifndef CR_BLOCKS_PER_SM  // __launch_bounds__: the register budget ptxas is held to
-#define CR_BLOCKS_PER_SM 2
 #endif
 static_assert(CR_CLUSTER >= 1 && CR_CLUSTER <= 16 && (CR_CLUSTER & (CR_CLUSTER - 1)) == 0,
               "a power-of-two cluster of at most 16 blocks (the butterfly merge)");
