@@ -36,9 +36,11 @@ import numpy as np
 import cupy
 
 from .device import DeviceInfo, device_info, require_device
+from .scratch import CallMemory
 from .variants import LINE_BYTES, CannotRun, Launcher, Shape, Variant, get_variant, preferences
 
-_ACCEPTED = "a CuPy array, or a GPU array with __cuda_array_interface__ or DLPack (torch, JAX, ...)"
+_ACCEPTED = ("a CuPy array, or a GPU array with __cuda_array_interface__ or DLPack (torch, JAX, ...), "
+             "or a DLPack capsule")
 _DLPACK_GPU = (2, 13)  # kDLCUDA, kDLCUDAManaged
 BFLOAT16 = np.dtype([("bfloat16", "<u2")])  # a stand-in: NumPy has no bfloat16
 DTYPE_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", BFLOAT16: "bfloat16"}
@@ -125,6 +127,8 @@ def describe(a, what: str = "x") -> ArrayView:
         if dtype is not None and _numpy_dtype(dtype) not in _SUPPORTED:
             raise _unsupported(what, dtype)
         return ArrayView(0, (), (), np.dtype(np.float32), int(device_id), "dlpack", a)  # read after from_dlpack
+    if type(a).__name__ == "PyCapsule":  # a legacy DLPack capsule (to_dlpack()), taken as cupy.from_dlpack takes it
+        return ArrayView(0, (), (), np.dtype(np.float32), None, "dlpack", a)
     raise TypeError(f"softmax_lab takes {_ACCEPTED} as {what}; got {module}.{type(a).__name__}")
 
 
@@ -410,7 +414,8 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
 
     x: float32, float16 or bfloat16, any number (>= 1) of dimensions; a CuPy
     array, a torch CUDA tensor, or any GPU array with __cuda_array_interface__
-    or DLPack (taken zero-copy); bfloat16 as a torch tensor.  The result has
+    or DLPack, or a legacy DLPack capsule (taken zero-copy, and a capsule is
+    consumed, as cupy.from_dlpack consumes it); bfloat16 as a torch tensor.  The result has
     x's dtype, rounded once from float32.  Rows along `axis` with a unit
     element stride and a uniform row stride (any contiguous array, slices
     such as x[:, 1:]) are read in place; any other layout is first copied
@@ -431,6 +436,13 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
       overrides it.  The work is ordered after what that stream already
       holds, and the result may be used in order on it.  Work runs on x's
       device, whatever the current device is.
+    CUDA graphs: a call may be captured (torch.cuda.graph, or
+      cupy.cuda.Stream.begin_capture) and replayed.  Memory the call needs
+      for itself (scratch, copies of layouts) is then the graph's own, never
+      given back to a pool while the graph can replay.  A new result is
+      allocated as any captured allocation is: from the graph's private
+      pool for a torch x; from CuPy's pool for a CuPy x, so keep the
+      returned array (or pass out=) for as long as the graph is replayed.
 
     Raises, before any launch and without writing anything:
       TypeError: x or out is not a GPU array, or has a dtype other than
@@ -596,48 +608,53 @@ def _check_shapes(xv: ArrayView, gv: ArrayView | None, ov: ArrayView | None, axi
     return axis
 
 
-def _input_ptr(a, av: ArrayView, plan: CallPlan, stream):
-    """(row 0 of the input, the buffer to keep alive): a itself, or a contiguous
-    copy with the rows last where plan.copy_input."""
+def _input_ptr(a, av: ArrayView, plan: CallPlan, memory: CallMemory) -> int:
+    """Row 0 of the input: a itself, or where plan.copy_input a contiguous copy with
+    the rows last, in the call's memory."""
     if not plan.copy_input:
-        return plan.x_ptr, None
-    with stream:
-        copy = cupy.ascontiguousarray(cupy.moveaxis(_as_cupy(a, av.dtype), plan.axis, -1))
-    return copy.data.ptr, copy
+        return plan.x_ptr
+    with memory.stream:  # a DLPack view (bfloat16) taken on the call's stream: no wait on another
+        moved = cupy.moveaxis(_as_cupy(a, av.dtype), plan.axis, -1)
+        copy = memory.empty(moved.shape, moved.dtype)
+        cupy.copyto(copy, moved)
+    return copy.data.ptr
 
 
 def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, stream,
              op: str = "softmax", g=None, gv: ArrayView | None = None,
              g_plan: CallPlan | None = None):
-    x_ptr, keep_alive = _input_ptr(x, xv, plan, stream)
-    g_ptr = ld_g = 0
-    if g is not None:
-        g_ptr, g_keep_alive = _input_ptr(g, gv, g_plan, stream)
-        ld_g = g_plan.ld_x
-    result = out
-    y_ptr = plan.y_ptr
-    if y_ptr is None:
-        moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
-        # a torch result for a torch x; a temporary (filled into out by a copy below) from CuPy's pool
-        result, y_ptr = _new_output(xv.kind == "torch" and not plan.copy_output, moved, xv.dtype, device,
-                                    plan.axis, stream)
-    shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % LINE_BYTES, y_ptr % 16, xv.dtype.itemsize,
-                  DTYPE_NAMES[xv.dtype], op, ld_g, g_ptr % LINE_BYTES)
-    _, launch = launcher_for(shape, device_info(device), variant)
-    if g is not None:
-        launch(x_ptr, y_ptr, stream, g_ptr)
-        del g_keep_alive  # as keep_alive below
-    else:
-        launch(x_ptr, y_ptr, stream)
-    if not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch") and \
-            (g is None or not g_plan.copy_input):
-        _remember(xv, ov, plan, device, variant, launch, op, gv)
-    del keep_alive  # freed to CuPy's pool on `stream`: reused only after the launch
-    if plan.copy_output:
-        with stream:
-            cupy.copyto(_as_cupy(out, ov.dtype), result)
-        return out
-    return result
+    # The copies of layouts without uniform rows live for the call (softmax_lab.scratch:
+    # back to CuPy's pool in stream order, or under graph capture the graph's own memory).
+    with CallMemory(stream) as memory:
+        x_ptr = _input_ptr(x, xv, plan, memory)
+        g_ptr = ld_g = 0
+        if g is not None:
+            g_ptr = _input_ptr(g, gv, g_plan, memory)
+            ld_g = g_plan.ld_x
+        result = out
+        y_ptr = plan.y_ptr
+        if y_ptr is None:
+            moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
+            if plan.copy_output:  # a temporary, filled into out by a copy below
+                temporary = memory.empty(moved, _storage(xv.dtype))
+                result, y_ptr = cupy.moveaxis(temporary, -1, plan.axis), temporary.data.ptr
+            else:  # the result: a torch tensor for a torch x
+                result, y_ptr = _new_output(xv.kind == "torch", moved, xv.dtype, device, plan.axis, stream)
+        shape = Shape(plan.rows, plan.cols, plan.ld_x, plan.ld_y, x_ptr % LINE_BYTES, y_ptr % 16,
+                      xv.dtype.itemsize, DTYPE_NAMES[xv.dtype], op, ld_g, g_ptr % LINE_BYTES)
+        _, launch = launcher_for(shape, device_info(device), variant)
+        if g is not None:
+            launch(x_ptr, y_ptr, stream, g_ptr)
+        else:
+            launch(x_ptr, y_ptr, stream)
+        if not plan.copy_input and not plan.copy_output and xv.kind in ("cupy", "torch") and \
+                (g is None or not g_plan.copy_input):
+            _remember(xv, ov, plan, device, variant, launch, op, gv)
+        if plan.copy_output:
+            with stream:
+                cupy.copyto(_as_cupy(out, ov.dtype), result)
+            return out
+        return result
 
 
 # ------------------------------------------------------------------ repeated calls

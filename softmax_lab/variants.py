@@ -31,6 +31,7 @@ import numpy as np
 
 from . import loader
 from .device import DeviceInfo, max_active_clusters
+from .scratch import CallMemory
 
 ITEMSIZE = 4  # float32
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}  # name -> element size in bytes
@@ -190,28 +191,29 @@ def _prepare_multi_block(shape: Shape, dev: DeviceInfo, chunk_vecs: int | None =
         rows, cols, ld_x, ld_g, ld_y = shape.scalars()
 
         def launch_backward(x: int, y: int, stream, g: int) -> None:
-            with stream:
-                partials = cupy.empty(items, dtype=cupy.float32)
-                totals = cupy.empty(shape.rows, dtype=cupy.float32)
-            partials_k(item_grid, block, (_ptr(x), _ptr(g), rows, cols, ld_x, ld_g, n_chunk_vecs, n_chunks, partials),
-                       stream=stream)
-            combine_k(row_grid, (256,), (partials, rows, n_chunks, totals), stream=stream)
-            write_k(item_grid, block, (_ptr(x), _ptr(g), _ptr(y), rows, cols, ld_x, ld_g, ld_y, n_chunk_vecs,
-                                       n_chunks, totals), stream=stream)
+            with CallMemory(stream) as memory:
+                partials = memory.empty(items, cupy.float32)
+                totals = memory.empty(shape.rows, cupy.float32)
+                partials_k(item_grid, block, (_ptr(x), _ptr(g), rows, cols, ld_x, ld_g, n_chunk_vecs, n_chunks,
+                                              partials), stream=stream)
+                combine_k(row_grid, (256,), (partials, rows, n_chunks, totals), stream=stream)
+                write_k(item_grid, block, (_ptr(x), _ptr(g), _ptr(y), rows, cols, ld_x, ld_g, ld_y, n_chunk_vecs,
+                                           n_chunks, totals), stream=stream)
 
         return launch_backward
     rows, cols, ld_x, ld_y = shape.scalars()
 
     def launch(x: int, y: int, stream) -> None:
-        # Per-call scratch (a (max, sum) pair per chunk and per row), taken from
-        # CuPy's pool on this stream: concurrent calls share nothing.
-        with stream:
-            partials = cupy.empty((items, 2), dtype=cupy.float32)
-            totals = cupy.empty((shape.rows, 2), dtype=cupy.float32)
-        partials_k(item_grid, block, (_ptr(x), rows, cols, ld_x, n_chunk_vecs, n_chunks, partials), stream=stream)
-        combine_k(row_grid, (256,), (partials, rows, n_chunks, totals), stream=stream)
-        write_k(item_grid, block, (_ptr(x), _ptr(y), rows, cols, ld_x, ld_y, n_chunk_vecs, n_chunks, totals),
-                stream=stream)
+        # Per-call scratch (a (max, sum) pair per chunk and per row): concurrent calls share
+        # nothing, and a captured call's scratch is the graph's own (softmax_lab.scratch).
+        with CallMemory(stream) as memory:
+            partials = memory.empty((items, 2), cupy.float32)
+            totals = memory.empty((shape.rows, 2), cupy.float32)
+            partials_k(item_grid, block, (_ptr(x), rows, cols, ld_x, n_chunk_vecs, n_chunks, partials),
+                       stream=stream)
+            combine_k(row_grid, (256,), (partials, rows, n_chunks, totals), stream=stream)
+            write_k(item_grid, block, (_ptr(x), _ptr(y), rows, cols, ld_x, ld_y, n_chunk_vecs, n_chunks, totals),
+                    stream=stream)
 
     return launch
 
@@ -248,15 +250,10 @@ def multi_block_l2_defines(dtype: str, op: str, compute_capability: int, threads
                                         "MBL2_BLOCKS_PER_SM": blocks_per_sm or b}
 
 
-def _slots_and_tickets(items: int, stream) -> tuple[cupy.ndarray, cupy.ndarray]:
-    """A call's scratch for the ticket-ordered launches (multi_block_l2, multi_block_smem),
-    from CuPy's pool on the call's stream: a slot word per item, marked unwritten (bytes
-    0xBF), and the ticket counter at 0."""
-    with stream:
-        slots = cupy.empty(items, dtype=cupy.uint64)
-        tickets = cupy.zeros(1, dtype=cupy.uint64)
-    cupy.cuda.runtime.memsetAsync(slots.data.ptr, 0xBF, slots.nbytes, stream.ptr)
-    return slots, tickets
+def _slots_and_tickets(memory: CallMemory, items: int) -> tuple[cupy.ndarray, cupy.ndarray]:
+    """A call's scratch for the ticket-ordered launches (multi_block_l2, multi_block_smem):
+    a slot word per item, marked unwritten (bytes 0xBF), and the ticket counter at 0."""
+    return memory.filled_words(items, 0xBF), memory.filled_words(1, 0)
 
 
 def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None = None, vpt: int | None = None,
@@ -275,15 +272,17 @@ def _prepare_multi_block_l2(shape: Shape, dev: DeviceInfo, threads: int | None =
 
     if shape.backward:
         def launch_backward(x: int, y: int, stream, g: int) -> None:
-            slots, tickets = _slots_and_tickets(items, stream)
-            function(grid, block, (_ptr(x), _ptr(g), _ptr(y), *scalars, n_chunks, lag, slots, tickets),
-                     stream=stream)
+            with CallMemory(stream) as memory:
+                slots, tickets = _slots_and_tickets(memory, items)
+                function(grid, block, (_ptr(x), _ptr(g), _ptr(y), *scalars, n_chunks, lag, slots, tickets),
+                         stream=stream)
 
         return launch_backward
 
     def launch(x: int, y: int, stream) -> None:
-        slots, tickets = _slots_and_tickets(items, stream)
-        function(grid, block, (_ptr(x), _ptr(y), *scalars, n_chunks, lag, slots, tickets), stream=stream)
+        with CallMemory(stream) as memory:
+            slots, tickets = _slots_and_tickets(memory, items)
+            function(grid, block, (_ptr(x), _ptr(y), *scalars, n_chunks, lag, slots, tickets), stream=stream)
 
     return launch
 
@@ -508,12 +507,13 @@ def _prepare_multi_block_smem(shape: Shape, dev: DeviceInfo, threads: int | None
     function, n_chunks, n_held, scalars = kernel.kernel, np.int64(chunks), np.int64(held), shape.scalars()
 
     def launch(x: int, y: int, stream) -> None:
-        slot_words, tickets = _slots_and_tickets(items, stream)
         # Cooperative: the driver starts the grid only with every block resident, so that blocks of
         # this launch waiting for a row never hold the SMs its other blocks need (another launch of
         # it on another stream, say; a plain launch could leave each with too few blocks: a hang).
-        function((grid,), (threads,), (_ptr(x), _ptr(y), *scalars, n_chunks, n_held, lag, slot_words, tickets),
-                 stream=stream, shared_mem=smem, enable_cooperative_groups=True)
+        with CallMemory(stream) as memory:
+            slot_words, tickets = _slots_and_tickets(memory, items)
+            function((grid,), (threads,), (_ptr(x), _ptr(y), *scalars, n_chunks, n_held, lag, slot_words, tickets),
+                     stream=stream, shared_mem=smem, enable_cooperative_groups=True)
 
     return launch
 
@@ -1108,8 +1108,8 @@ def _memory_merge_launcher(make_kernel: Callable, config: ClusterConfig, shape: 
     """_cluster_launcher for a memory-merged plan (which holds the row: the caller
     checks its capacity): a persistent, cooperative launch of as many groups as can
     be resident at once (`groups` where given, at most those); each call takes its
-    slots (rows x group pairs and the ticket counter) from CuPy's pool on the call's
-    stream, filled with the byte 0xBF."""
+    slots (rows x group pairs and the ticket counter) for the call alone, filled with the
+    byte 0xBF (softmax_lab.scratch: the graph's own under capture)."""
     try:
         kernel = make_kernel(config, dev)
         resident = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
@@ -1126,15 +1126,14 @@ def _memory_merge_launcher(make_kernel: Callable, config: ClusterConfig, shape: 
     grid, block, function = (groups * config.cluster,), (config.threads,), kernel.kernel
 
     def launch(x: int, y: int, stream) -> None:
-        with stream:
-            slots = cupy.empty(words, dtype=cupy.uint64)
-        cupy.cuda.runtime.memsetAsync(slots.data.ptr, 0xBF, slots.nbytes, stream.ptr)
         # Cooperative, as multi_block_smem's launch: a group's blocks wait for each other, so two
         # launches on two streams that each had part of the GPU resident could each hold blocks
         # waiting for blocks of their own that cannot start.  The driver starts a cooperative grid
         # only with every block resident.
-        function(grid, block, (_ptr(x), _ptr(y), *scalars, *extra, slots), stream=stream,
-                 shared_mem=config.smem_bytes, enable_cooperative_groups=True)
+        with CallMemory(stream) as memory:
+            slots = memory.filled_words(words, 0xBF)
+            function(grid, block, (_ptr(x), _ptr(y), *scalars, *extra, slots), stream=stream,
+                     shared_mem=config.smem_bytes, enable_cooperative_groups=True)
 
     return launch
 
