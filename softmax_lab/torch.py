@@ -1,48 +1,183 @@
-"""softmax and log_softmax as torch autograd Functions, so that a model trains with them.
+"""softmax and log_softmax as torch custom ops, so that models train with them and
+torch.compile, torch.export and CUDA graphs take them whole.
 
     import softmax_lab.torch as slt
     p = slt.softmax(logits, dim=-1)          # forward: softmax_lab.softmax
     loss = -slt.log_softmax(logits)[..., k].mean()
     loss.backward()                          # backward: softmax_lab.log_softmax_backward
 
-Both directions run on torch's current stream (the autograd engine sets it to
-the forward's stream for the backward), in the input's dtype (float32,
-float16 or bfloat16) with float32 math inside.  The forward keeps its output
-for the backward, as torch's own softmax does.  Double backward is not
-supported (once_differentiable).  `import softmax_lab` does not import torch;
-importing this module does.
+The ops are registered with torch.library as softmax_lab::softmax, ::log_softmax,
+::softmax_backward and ::log_softmax_backward (each also as an `_out` op that writes a
+given tensor), with:
+- fake implementations: the result's shape, dtype and strides without running anything,
+  so that torch.compile(fullgraph=True) and torch.export trace through them;
+- autograd: the forward keeps its output for the backward, as torch's own softmax
+  does.  Double backward is not supported (the backward ops have no gradient of their
+  own), nor is autograd through `out=`, as for torch's functions;
+- autocast: under torch.autocast on CUDA the forward ops run in float32, as torch's
+  softmax and log_softmax do (they are on autocast's float32 list): a float16 input
+  gives a float32 result.  With out= the result has out's dtype, which must be x's.
+
+Both directions run on torch's current stream (the autograd engine sets it to the
+forward's stream for the backward), in the input's dtype (float32, float16 or
+bfloat16) with float32 math inside.  An eager call that needs neither autograd nor
+autocast calls softmax_lab.softmax directly, without the dispatcher's cost.
+`import softmax_lab` does not import torch; importing this module does.
 """
 
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from . import api
 
-
-class _Softmax(torch.autograd.Function):
-    """op: "softmax" or "log_softmax"; the backward is api's op + "_backward"."""
-
-    @staticmethod
-    def forward(ctx, x, dim, op):
-        y = getattr(api, op)(x, dim)
-        ctx.save_for_backward(y)
-        ctx.dim, ctx.op = dim, op
-        return y
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, dy):
-        (y,) = ctx.saved_tensors
-        return getattr(api, ctx.op + "_backward")(dy, y, ctx.dim), None, None
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """torch.softmax(x, dim) by softmax_lab, differentiable."""
-    return _Softmax.apply(x, dim, "softmax")
+def _check(x: torch.Tensor, dim: int, what: str = "x") -> int:
+    """dim normalised; the errors softmax_lab.softmax raises for a 0-d x, a dim out of
+    range or a dtype it does not take, raised while tracing too."""
+    if isinstance(dim, torch.SymInt):  # traced with dynamic ints: the row axis is fixed by the graph
+        dim = int(dim)
+    if x.dim() == 0:
+        raise ValueError("softmax needs an array of at least one dimension; got a 0-d array")
+    if x.dtype not in _DTYPES:
+        raise TypeError(f"{what} has dtype {str(x.dtype).removeprefix('torch.')}; "
+                        "softmax_lab takes float32, float16 and bfloat16")
+    return api.check_axis(dim, x.dim())
 
 
-def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """torch.log_softmax(x, dim) by softmax_lab, differentiable."""
-    return _Softmax.apply(x, dim, "log_softmax")
+def _result_like(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """An uninitialised result laid out as softmax_lab lays out a new one: the rows
+    contiguous, seen with the row axis moved back to dim."""
+    dim = _check(x, dim)
+    moved = x.movedim(dim, -1).shape
+    return torch.empty(moved, dtype=x.dtype, device=x.device).movedim(-1, dim)
+
+
+def _define(op: str, backward: bool):
+    """softmax_lab::<op> and softmax_lab::<op>_out, with their fake implementations."""
+    run = getattr(api, op)
+    if backward:
+        @torch.library.custom_op(f"softmax_lab::{op}", mutates_args=())
+        def functional(dy: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+            if y.numel() == 0:
+                return _result_like(y, dim)
+            return run(dy, y, dim)
+
+        @functional.register_fake
+        def _(dy, y, dim):
+            _check(dy, dim, "dy")
+            return _result_like(y, dim)
+
+        @torch.library.custom_op(f"softmax_lab::{op}_out", mutates_args={"out"})
+        def into(dy: torch.Tensor, y: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+            if y.numel():
+                run(dy, y, dim, out=out)
+
+        @into.register_fake
+        def _(dy, y, dim, out):
+            _check(y, dim, "y")
+
+        return functional, into
+
+    @torch.library.custom_op(f"softmax_lab::{op}", mutates_args=())
+    def functional(x: torch.Tensor, dim: int) -> torch.Tensor:
+        if x.numel() == 0:
+            return _result_like(x, dim)
+        return run(x, dim)
+
+    @functional.register_fake
+    def _(x, dim):
+        return _result_like(x, dim)
+
+    @torch.library.custom_op(f"softmax_lab::{op}_out", mutates_args={"out"})
+    def into(x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+        if x.numel():
+            run(x, dim, out=out)
+
+    @into.register_fake
+    def _(x, dim, out):
+        _check(x, dim)
+
+    # (not the _out op: autocast would cast out too, and write the copy)
+    torch.library.register_autocast(f"softmax_lab::{op}", "cuda", torch.float32)
+    return functional, into
+
+
+_softmax, _softmax_out = _define("softmax", backward=False)
+_log_softmax, _log_softmax_out = _define("log_softmax", backward=False)
+_softmax_backward, _softmax_backward_out = _define("softmax_backward", backward=True)
+_log_softmax_backward, _log_softmax_backward_out = _define("log_softmax_backward", backward=True)
+
+
+def _keep_output(ctx, inputs, output) -> None:
+    ctx.dim = inputs[1]
+    ctx.save_for_backward(output)
+
+
+def _softmax_grad(ctx, dy):
+    (y,) = ctx.saved_tensors
+    return _softmax_backward(dy, y, ctx.dim), None
+
+
+def _log_softmax_grad(ctx, dy):
+    (y,) = ctx.saved_tensors
+    return _log_softmax_backward(dy, y, ctx.dim), None
+
+
+torch.library.register_autograd("softmax_lab::softmax", _softmax_grad, setup_context=_keep_output)
+torch.library.register_autograd("softmax_lab::log_softmax", _log_softmax_grad, setup_context=_keep_output)
+
+
+def _direct(x: torch.Tensor) -> bool:
+    """Whether an eager call may skip the dispatcher: nothing to trace, record or cast."""
+    return not (torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled())
+                or torch.is_autocast_enabled("cuda"))
+
+
+def _no_grad_through_out(name: str, *tensors: torch.Tensor) -> None:
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
+                           "but one of the arguments requires grad")
+
+
+def softmax(x: torch.Tensor, dim: int = -1, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """torch.softmax(x, dim) by softmax_lab, differentiable; out= writes a given tensor
+    (of x's shape and dtype, on x's device) and returns it."""
+    if out is not None:
+        _no_grad_through_out("softmax", x)
+        _softmax_out(x, dim, out)
+        return out
+    if _direct(x):
+        return api.softmax(x, dim) if x.numel() else _softmax(x, dim)
+    return _softmax(x, dim)
+
+
+def log_softmax(x: torch.Tensor, dim: int = -1, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """torch.log_softmax(x, dim) by softmax_lab, differentiable; out= as softmax()."""
+    if out is not None:
+        _no_grad_through_out("log_softmax", x)
+        _log_softmax_out(x, dim, out)
+        return out
+    if _direct(x):
+        return api.log_softmax(x, dim) if x.numel() else _log_softmax(x, dim)
+    return _log_softmax(x, dim)
+
+
+def softmax_backward(dy: torch.Tensor, y: torch.Tensor, dim: int = -1, *,
+                     out: torch.Tensor | None = None) -> torch.Tensor:
+    """dx = y * (dy - sum(dy * y)) along dim, y = softmax(x) (torch._softmax_backward_data)."""
+    if out is not None:
+        _softmax_backward_out(dy, y, dim, out)
+        return out
+    return _softmax_backward(dy, y, dim)
+
+
+def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, dim: int = -1, *,
+                         out: torch.Tensor | None = None) -> torch.Tensor:
+    """dx = dy - exp(y) * sum(dy) along dim, y = log_softmax(x) (torch._log_softmax_backward_data)."""
+    if out is not None:
+        _log_softmax_backward_out(dy, y, dim, out)
+        return out
+    return _log_softmax_backward(dy, y, dim)
