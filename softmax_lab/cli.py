@@ -7,16 +7,19 @@
   softmax-lab profile [--shape RxC ... | --sweep] [--dtype D --op OP --variants a,b --calls N --ncu PATH
                       -o profile.json] [--json]
   softmax-lab report  RESULTS.json ... [--table]
-  softmax-lab plot    RESULTS.json ... [-o DIR] [--profile profile.json]
+  softmax-lab plot    RESULTS.json ... [-o DIR] [--profile PROFILE.json ...]
   softmax-lab info
+
+plot writes to default_plot_dir() (outside any checkout) unless -o names a
+folder, and prints the path of every PNG it wrote; `-o results` redraws the
+recorded figures (results/README.md gives the one command).
 
 --dtype takes float32, float16, bfloat16 (a comma list, or all); --op takes
 softmax, log_softmax, softmax_backward, log_softmax_backward (a comma list, or
 all; forward, backward).  The defaults, float32 softmax, are the headline's.
 
-Exit status: 0; 1 when a correctness check failed (or one of softmax_lab's own
-candidates raised), when there is no GPU for a GPU command, or a file cannot be
-read; 2 for a bad command line.
+Exit status: one meaning each, the EXIT_* constants below (EXIT_STATUSES is
+the table that --help prints).
 """
 
 from __future__ import annotations
@@ -37,10 +40,26 @@ from .variants import DTYPES
 
 RECORDED_HINT = "softmax-lab plot results/*.json"
 
+# Exit statuses: each means one thing, for every command.
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1  # a candidate failed its check (or one of ours raised); info: a kernel did not compile
+EXIT_USAGE = 2  # argparse's own status; also an input file that cannot be read, or an -o that cannot be used
+EXIT_NO_DEVICE = 3  # nothing here to run on: no usable GPU (profile: or no Nsight Compute)
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (head, less): 128 + SIGPIPE, as a shell reports it
+EXIT_STATUSES = f"""exit status:
+  {EXIT_OK}    ok
+  {EXIT_CHECK_FAILED}    a check failed: a candidate failed its correctness check, or one of
+       softmax_lab's own raised (bench, sweep); a kernel did not compile (info)
+  {EXIT_USAGE}    usage: a bad option or value, an input file that cannot be read or is
+       not a results or profile document, an -o that cannot be used
+  {EXIT_NO_DEVICE}    no usable GPU here (bench, sweep, profile), or no Nsight Compute (profile)
+  {EXIT_BROKEN_PIPE}  the reader of the output went away (e.g. `| head`)"""
 
-class _Help(argparse.ArgumentDefaultsHelpFormatter):
+
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Every option's help ends with its default: the value, "off" for a flag, or
-    what the help text itself says the default is."""
+    what the help text itself says the default is.  The epilog (EXIT_STATUSES)
+    keeps its lines."""
 
     def _get_help_string(self, action):
         text = action.help or ""
@@ -61,25 +80,27 @@ def main(argv=None) -> int:
         # The reader (head, less) closed the pipe: stop quietly, as other command-line
         # tools do, with stdout pointed at devnull so that the exit's flush cannot fail.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return EXIT_BROKEN_PIPE
 
 
 def _parser() -> argparse.ArgumentParser:
     fmt = _Help
-    p = argparse.ArgumentParser(prog="softmax-lab", formatter_class=fmt,
+    p = argparse.ArgumentParser(prog="softmax-lab", formatter_class=fmt, epilog=EXIT_STATUSES,
                                 description="GPU softmax on huge rows: benchmark, measured traffic, plots, checks.")
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = p.add_subparsers(required=True, metavar="COMMAND")
 
-    b = sub.add_parser("bench", formatter_class=fmt, help="check and time every candidate on one shape against a copy")
+    def command(name: str, **kw) -> argparse.ArgumentParser:  # every command's --help ends with the exit statuses
+        return sub.add_parser(name, formatter_class=fmt, epilog=EXIT_STATUSES, **kw)
+
+    b = command("bench", help="check and time every candidate on one shape against a copy")
     b.add_argument("--rows", type=_positive, default=bench.HEADLINE[0], help="rows of the input")
     b.add_argument("--cols", type=_positive, default=bench.HEADLINE[1], help="row length (softmax over each row)")
     _dtype_op(b, several=True)
     _common(b, "all")
     b.set_defaults(func=_bench)
 
-    s = sub.add_parser("sweep", formatter_class=fmt,
-                       help="the benchmark over a grid of shapes: auto against copies and peers")
+    s = command("sweep", help="the benchmark over a grid of shapes: auto against copies and peers")
     s.add_argument("--shape", type=_shape, action="append", metavar="ROWSxCOLS",
                    help="a shape to run (repeatable); default: the grid of row lengths "
                         f"{', '.join(map(str, bench.GRID_COLS))} by {', '.join(map(str, bench.GRID_FEW_ROWS))} rows "
@@ -89,8 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     _common(s, ",".join(cat.GRID_NAMES) + " for float32 softmax; auto and the op's peers otherwise")
     s.set_defaults(func=_sweep)
 
-    pr = sub.add_parser("profile", formatter_class=fmt,
-                        help="measured DRAM traffic per candidate with Nsight Compute (ncu), beside the model")
+    pr = command("profile", help="measured DRAM traffic per candidate with Nsight Compute (ncu), beside the model")
     pr.add_argument("--shape", type=_shape, action="append", metavar="ROWSxCOLS",
                     help=f"a shape to profile (repeatable); default {bench.HEADLINE[0]}x{bench.HEADLINE[1]} "
                          "unless --sweep")
@@ -106,24 +126,25 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", action="store_true", help="print the JSON document on stdout instead of the table")
     pr.set_defaults(func=_profile)
 
-    rp = sub.add_parser("report", formatter_class=fmt,
-                        help="the tables of recorded results files, with the table by dtype and op (no GPU needed)")
-    rp.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json", help="bench or sweep JSON files")
+    rp = command("report", help="the tables of recorded results files, with the table by dtype and op (no GPU needed)")
+    rp.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json",
+                    help="bench, sweep or profile JSON files (those plot takes)")
     rp.add_argument("--table", action="store_true",
                     help="only the table by dtype and op: auto and each peer / the floor of the op")
     rp.set_defaults(func=_report)
 
-    pl = sub.add_parser("plot", formatter_class=fmt, help="PNG figures of results files (no GPU needed)")
+    pl = command("plot", help="PNG figures of results files (no GPU needed)")
     pl.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json",
                     help="bench, sweep or profile JSON files")
-    pl.add_argument("-o", "--output", type=Path, metavar="DIR",
-                    help="folder for the PNGs (default: next to each results file)")
-    pl.add_argument("--profile", type=Path, metavar="PROFILE.json",
-                    help="a profile whose measured traffic is added to the bench figures (default: none)")
+    pl.add_argument("-o", "--output", type=_folder, metavar="DIR",
+                    help=f"folder for the PNGs, made if missing; never a file (default: {default_plot_dir()}, "
+                         "outside the checkout; -o results redraws the recorded figures)")
+    pl.add_argument("--profile", type=Path, nargs="+", action="extend", metavar="PROFILE.json",
+                    help="profiles whose measured traffic is added to the bench figures of the same shape, dtype "
+                         "and op; of several, the first with such a run (default: none)")
     pl.set_defaults(func=_plot)
 
-    i = sub.add_parser("info", formatter_class=fmt,
-                       help="versions, the device, and a compile check of every kernel (no GPU needed)")
+    i = command("info", help="versions, the device, and a compile check of every kernel (no GPU needed)")
     i.set_defaults(func=_info)
     return p
 
@@ -216,13 +237,35 @@ def _names(text: str) -> list[str]:
     return names
 
 
+def _folder(text: str) -> Path:
+    """plot's -o: a folder, made if missing.  A name ending in .png, or one that is (or
+    lies under) an existing file, is a usage error rather than a folder made or a traceback."""
+    path = Path(text)
+    if path.suffix.lower() == ".png":
+        raise argparse.ArgumentTypeError(f"{text!r} names a PNG file; -o takes the folder the figures go to")
+    for p in (path, *path.parents):  # the nearest part that exists must be a folder
+        if p.exists():
+            if not p.is_dir():
+                raise argparse.ArgumentTypeError(f"{str(p)!r} is a file, not a folder; -o takes the folder the "
+                                                 "figures go to")
+            break
+    return path
+
+
+def default_plot_dir() -> Path:
+    """Where plot writes without -o: a folder of the user's cache, outside any checkout,
+    so that looking at recorded results never rewrites the committed figures."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "softmax_lab" / "plots"
+
+
 def _no_device(command: str) -> int | None:
     """None if there is a device; else prints one line saying why and what to do instead."""
     reason = bench.gpu_reason()
     if reason is None:
         return None
-    print(f"softmax-lab {command}: {reason}. To look at recorded results instead: {RECORDED_HINT}", file=sys.stderr)
-    return 1
+    print(f"softmax-lab {command}: {reason}. To look at recorded results instead: softmax-lab report "
+          f"results/*.json, or {RECORDED_HINT} (it writes to {default_plot_dir()})", file=sys.stderr)
+    return EXIT_NO_DEVICE
 
 
 def _bench(args) -> int:
@@ -260,9 +303,9 @@ def _profile(args) -> int:
         try:
             part = prof.run_profile([shape], args.variants, ncu=args.ncu, calls=args.calls, command=_command(),
                                     dtype=args.dtype, op=args.op)
-        except FileNotFoundError as e:
+        except FileNotFoundError as e:  # no Nsight Compute
             print(f"softmax-lab profile: {e}", file=sys.stderr)
-            return 1
+            return EXIT_NO_DEVICE
         doc = part if doc is None else {**doc, "runs": doc["runs"] + part["runs"]}
         saved = records.save(doc, args.output) if args.output else None
     if args.json:
@@ -270,7 +313,7 @@ def _profile(args) -> int:
     else:
         print(prof.format_profile(doc))
         print(f"\nresults: {saved}" if saved else "\n(results not saved: pass --output PATH)")
-    return 0
+    return EXIT_OK
 
 
 def _command() -> str:
@@ -293,45 +336,59 @@ def _finish(doc: dict, args) -> int:
     bad = records.failures(doc)
     for line in bad:
         print(f"softmax-lab {doc['kind']}: FAILED {line}", file=sys.stderr)
-    return 1 if bad else 0
+    return EXIT_CHECK_FAILED if bad else EXIT_OK
 
 
 def _report(args) -> int:
-    status = 0
+    """The tables of each file plot takes; a file that cannot be read is named in one
+    line, the others are printed all the same."""
+    status = EXIT_OK
     for i, path in enumerate(args.results):
         try:
-            doc = records.load(path)
+            doc = _load_any(path)
         except (OSError, ValueError) as e:
             print(f"softmax-lab report: {' '.join(str(e).split())}", file=sys.stderr)
-            status = 1
+            status = EXIT_USAGE
             continue
         if i:
             print()
         print(f"{path}:")
-        print(report.format_dtype_op_table(doc) if args.table else report.format_document(doc))
+        if doc["kind"] == "profile":  # measured traffic: its own table, and no table by dtype and op
+            print("profile: measured traffic, no table by dtype and op (report without --table prints its table, "
+                  "plot draws it)" if args.table else prof.format_profile(doc))
+        else:
+            print(report.format_dtype_op_table(doc) if args.table else report.format_document(doc))
     return status
 
 
 def _plot(args) -> int:
     from . import plots
 
-    status = 0
+    status = EXIT_OK
+    out = args.output if args.output is not None else default_plot_dir()
     profile_doc = None
     if args.profile:
         try:
-            profile_doc = prof.load(args.profile)
+            profiles = [prof.load(path) for path in args.profile]
         except (OSError, ValueError) as e:
             print(f"softmax-lab plot: {' '.join(str(e).split())}", file=sys.stderr)
-            return 1
+            return EXIT_USAGE
+        # The bench figures look a run up by shape, dtype and op: the runs of every profile, in order.
+        profile_doc = {**profiles[0], "runs": [run for doc in profiles for run in doc["runs"]]}
     for path in args.results:
         try:
             doc = _load_any(path)
         except (OSError, ValueError) as e:
             print(f"softmax-lab plot: {' '.join(str(e).split())}", file=sys.stderr)
-            status = 1
+            status = EXIT_USAGE
             continue
         suffix = plots.file_suffix(path.stem, doc["kind"])
-        for png in plots.write_all(doc, args.output or path.parent, profile_doc=profile_doc, suffix=suffix):
+        try:
+            written = plots.write_all(doc, out, profile_doc=profile_doc, suffix=suffix)
+        except OSError as e:  # the folder cannot be made or written (permissions, a full disk)
+            print(f"softmax-lab plot: cannot write to {out}: {' '.join(str(e).split())}", file=sys.stderr)
+            return EXIT_USAGE
+        for png in written:
             print(png)
     return status
 
@@ -396,19 +453,21 @@ def _info(args) -> int:
     holds_wide = getattr(registry, "holds_wide", lambda dtype, op: False)  # single_read's wide half softmax
     builds += [("single_read.cu", "sm_90", registry.kernel_defines(dtype, "softmax") | {"SR_WIDE": 1})
                for dtype in ("float16", "bfloat16") if holds_wide(dtype, "softmax")]
-    print("\ncompile check (NVRTC, no GPU needed):")
+    # Through the loader's on-disk cache, keyed by the source text, options and NVRTC
+    # version: a build compiles once, and a later run (or the kernels' first launch) reads it.
+    print(f"\ncompile check (NVRTC, no GPU needed; builds cached in {loader.cache_dir()}):")
     failures = 0
     for source, build_arch, defines in builds:
         label = f"{source} {build_arch} {' '.join(f'{k}={v}' for k, v in defines.items())}".rstrip()
         try:
-            cubin, _ = loader.nvrtc_cubin(source, build_arch, defines)
+            cubin = loader.cubin_path(source, build_arch, tuple(sorted(defines.items())))
         except Exception as e:  # NVRTC errors carry the compile log
             failures += 1
             print(f"  FAILED {label}\n{e}")
         else:
-            print(f"  ok     {label} ({len(cubin) / 1024:.0f} KiB cubin)")
+            print(f"  ok     {label} ({cubin.stat().st_size / 1024:.0f} KiB cubin)")
     print(f"\n{len(builds) - failures} of {len(builds)} builds compiled")
-    return 1 if failures else 0
+    return EXIT_CHECK_FAILED if failures else EXIT_OK
 
 
 def _source_of(v, op: str) -> str:

@@ -16,16 +16,25 @@ Every figure names the dtype and op of what it shows.
 Families have related colours: softmax_lab's variants greens, copies greys,
 libraries blues.  Skipped and failed candidates are marked, never dropped.
 write_all() names the files plainly: bench_time.png, sweep.png, grid.png, traffic.png.
+
+The same documents give the same PNG bytes: each figure is drawn under
+matplotlib's default style (whatever matplotlibrc or style a session set), at a
+fixed size and dpi, and saved cropped to what was drawn, so nothing is cut off
+at the edges.  The PNG's Software text chunk, SOFTWARE, names the matplotlib and
+FreeType that drew it: the two that can change the pixels.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from pathlib import Path
 
 import matplotlib
+import matplotlib.style
 import matplotlib.ticker
+from matplotlib import ft2font
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
@@ -39,6 +48,9 @@ FAILED_COLOR = "tab:red"
 SKIPPED_COLOR = "0.45"
 CEILING_COLOR = "black"
 PEER_SHORT = cat.PEER_ROLE
+DPI = 120  # of the PNG files; to_png's (notebooks) is 100
+# The PNG's Software text chunk: what drew it, in place of matplotlib's own "Matplotlib version...".
+SOFTWARE = f"matplotlib {matplotlib.__version__}, FreeType {ft2font.__freetype_version__}"
 _KINDS: dict[str, str] = {}
 
 
@@ -60,16 +72,34 @@ def color(name: str, kind: str):
     return matplotlib.colormaps[FAMILY_COLORMAPS.get(kind, "Oranges")](min(shade, 0.95))
 
 
+def _default_style(draw):
+    """Runs a figure function (drawing and saving) under matplotlib's default style,
+    so that a matplotlibrc or a notebook's style cannot change the figure."""
+
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        with matplotlib.style.context("default"):
+            return draw(*args, **kwargs)
+
+    return drawn
+
+
 def _figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
+def _savefig(fig: Figure, target, dpi: int, **kwargs) -> None:
+    """The one way a figure is written: cropped to everything drawn (a title or legend
+    wider than the figure is kept whole), with SOFTWARE as the Software text chunk."""
+    fig.savefig(target, dpi=dpi, bbox_inches="tight", metadata={"Software": SOFTWARE}, **kwargs)
+
+
 def _save(fig: Figure, path) -> Figure:
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
+        _savefig(fig, path, DPI)
     return fig
 
 
@@ -83,6 +113,7 @@ def pair(run: dict) -> tuple[str, str]:
     return run["dtype"], run.get("op", "softmax")
 
 
+@_default_style
 def bench_time(run: dict, path=None, doc: dict | None = None, profile_run: dict | None = None) -> Figure:
     """Time / floor per candidate (median; bars min..max), the floor at 1, with a
     hollow diamond where the traffic model's bytes would take at floor speed and,
@@ -99,6 +130,7 @@ def bench_time(run: dict, path=None, doc: dict | None = None, profile_run: dict 
     return _save(fig, path)
 
 
+@_default_style
 def bench_panels(doc: dict, path=None, profile_doc: dict | None = None) -> Figure:
     """bench_time for every run of a bench (one per dtype and op), a panel each, one above the other."""
     runs = doc["runs"]
@@ -192,6 +224,7 @@ def _pairs(doc: dict) -> list:
     return list(dict.fromkeys(pair(run) for run in doc["runs"]))
 
 
+@_default_style
 def sweep(doc: dict, path=None) -> Figure:
     """Time / floor against row length (log scale), one panel per batch group (and
     a row of panels per dtype and op), one line per candidate with min..max bars;
@@ -199,7 +232,8 @@ def sweep(doc: dict, path=None) -> Figure:
     groups = [g for g in _groups(doc) if g != "extra"] or [None]  # the extra shapes are in the grid's figure
     pairs = _pairs(doc)
     labelled = pairs != [cat.DEFAULT]
-    fig = _figure(4.3 * len(groups) + 1.8, 5.0 * len(pairs) - (0.6 * (len(pairs) - 1)))
+    # at least the width of a legend of a dozen candidates
+    fig = _figure(max(4.3 * len(groups) + 1.8, 10.0), 5.0 * len(pairs) - (0.6 * (len(pairs) - 1)))
     grid_axes = fig.subplots(len(pairs), len(groups), sharey=True, squeeze=False)
     for axes, (dtype, op) in zip(grid_axes, pairs):
         for ax, group in zip(axes, groups):
@@ -266,6 +300,7 @@ def _group_title(group, runs) -> str:
     return f"batch: {group}" + ("" if "rows" in group else f" per tensor ({len(runs)} shapes)")
 
 
+@_default_style
 def grid(doc: dict, path=None) -> Figure:
     """Heat map of auto's time / the best peer's (torch.softmax, torch.compile,
     quack) by batch group and row length; below 1 auto is faster."""
@@ -310,6 +345,7 @@ def grid(doc: dict, path=None) -> Figure:
 
 
 # ------------------------------------------------------------ measured traffic
+@_default_style
 def traffic(profile_doc: dict, path=None) -> Figure:
     """For each shape: the traffic model's passes over the tensor (hollow bars)
     beside the passes ncu measured (reads solid, writes hatched), per candidate."""
@@ -317,7 +353,7 @@ def traffic(profile_doc: dict, path=None) -> Figure:
     n = len(runs)
     ncols = min(n, 4)
     nrows = -(-n // ncols)
-    fig = _figure(4.4 * ncols + 0.5, 3.6 * nrows + 0.8)
+    fig = _figure(max(4.4 * ncols + 0.5, 8.0), 3.6 * nrows + 0.8)  # at least the width of the title and legend
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, run in zip(axes, runs):
         recs = run["candidates"]
@@ -395,8 +431,9 @@ def matching_run(profile_doc: dict | None, shape, dtype_op=("float32", "softmax"
                 None)
 
 
+@_default_style
 def to_png(fig: Figure) -> bytes:
     """PNG bytes of a figure, e.g. for IPython.display.Image(data=...)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
+    _savefig(fig, buf, 100, format="png")
     return buf.getvalue()

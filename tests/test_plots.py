@@ -1,7 +1,19 @@
 """softmax_lab.plots: every figure drawn from a results document, saved as PNG under a
-plain name; times shown against the copy, never model bytes / time."""
+plain name; times shown against the copy, never model bytes / time; nothing cut off at
+the edges; the same documents give the same bytes, and results/README.md's plot
+command gives back every committed PNG."""
 
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
 import matplotlib.colors as mcolors
+import pytest
 import synthetic
 import test_profile
 
@@ -185,3 +197,108 @@ def test_a_sweep_of_several_dtypes_and_ops_has_a_row_of_panels_each_and_a_labell
     assert labels[0] == "bfloat16 softmax, 32 rows" and "bfloat16 softmax_backward, 32 rows" in labels
     assert "torch.softmax_backward" in g.axes[0].get_title()
     assert plots.to_png(g).startswith(PNG)
+
+
+# ------------------------------------------------------------ the same bytes every time
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_README = ROOT / "results" / "README.md"
+# A command of results/README.md: a line of an indented code block.
+PLOT_COMMAND = re.compile(r"^    (softmax-lab plot .+)$", re.MULTILINE)
+DRAWN_BY = re.compile(r"matplotlib \S+, FreeType \S+")
+
+
+def software(path: Path) -> str | None:
+    """The Software text chunk of a PNG file."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.info.get("Software")
+
+
+def every_figure(doc: dict) -> list:
+    if doc["kind"] == "sweep":
+        return [plots.sweep(doc), plots.grid(doc)]
+    if doc["kind"] == "profile":
+        return [plots.traffic(doc)]
+    return [plots.bench_panels(doc)] if len(doc["runs"]) > 1 else [plots.bench_time(doc["runs"][0], doc=doc)]
+
+
+def drawn_and_figure(fig):
+    """The bounding box of everything drawn, and the figure's, in inches."""
+    with matplotlib.style.context("default"):
+        fig.canvas.draw()
+        return fig.get_tightbbox(fig.canvas.get_renderer()), fig.bbox_inches
+
+
+def test_no_figure_is_cut_off_at_its_edges():
+    """Everything drawn (titles, legends, labels) lies inside the figure, also for
+    one panel of a profile or one batch of a sweep, the narrowest figures."""
+    one_group = synthetic.document("sweep", torch=True)
+    one_group["runs"] = [run for run in one_group["runs"] if run["group"] == "32 rows"]
+    figures = [*every_figure(synthetic.document("bench")),
+               *every_figure(synthetic.document("bench", torch=True, pairs=PAIRS)),
+               *every_figure(synthetic.document("sweep", torch=True)), plots.sweep(one_group),
+               plots.sweep(synthetic.document("sweep", torch=True, pairs=PAIRS[:2])), plots.traffic(profile_doc())]
+    for fig in figures:
+        drawn, size = drawn_and_figure(fig)
+        assert size.x0 <= drawn.x0 and drawn.x1 <= size.x1, (fig.get_suptitle(), drawn, size)
+        assert size.y0 <= drawn.y0 and drawn.y1 <= size.y1, (fig.get_suptitle(), drawn, size)
+
+
+def test_a_figure_wider_than_its_size_is_saved_whole(tmp_path):
+    """A grid of few row lengths and a long title: the PNG is cropped to what was drawn,
+    not to the figure's size."""
+    from PIL import Image
+
+    fig = plots.grid(synthetic.document("sweep", torch=True, pairs=PAIRS[:2]), tmp_path / "grid.png")
+    drawn, size = drawn_and_figure(fig)
+    assert drawn.width > size.width + 1  # the title overhangs the figure on both sides
+    with Image.open(tmp_path / "grid.png") as image:
+        assert abs(image.size[0] - drawn.width * plots.DPI) < 0.3 * plots.DPI  # the whole title, and a margin
+
+
+def test_a_figure_is_the_same_bytes_whatever_the_style_and_names_what_drew_it(tmp_path):
+    doc = synthetic.document("bench", torch=True)
+    plots.write_all(doc, tmp_path / "a", profile_doc=profile_doc())
+    with matplotlib.rc_context({"font.size": 17, "lines.linewidth": 4, "figure.dpi": 50, "axes.grid": True}):
+        plots.write_all(doc, tmp_path / "b", profile_doc=profile_doc())
+    a, b = tmp_path / "a" / "bench_time.png", tmp_path / "b" / "bench_time.png"
+    assert a.read_bytes() == b.read_bytes()
+    assert software(a) == plots.SOFTWARE and DRAWN_BY.fullmatch(plots.SOFTWARE)
+
+
+def documented_commands() -> list[str]:
+    commands = PLOT_COMMAND.findall(RESULTS_README.read_text())
+    assert commands, f"{RESULTS_README} gives no command `    softmax-lab plot ...` (an indented code line)"
+    return commands
+
+
+def test_the_documented_command_draws_every_committed_figure_byte_for_byte(tmp_path):
+    """results/README.md's plot command(s), run from the repository's root as the README
+    says, but with -o naming a temporary folder: the same PNG files, the same bytes."""
+    committed = sorted((ROOT / "results").glob("*.png"))
+    for png in committed:
+        drawn_by = software(png) or "nothing named"
+        assert DRAWN_BY.fullmatch(drawn_by), f"{png.name} was not drawn by softmax_lab.plots ({drawn_by})"
+        if drawn_by != plots.SOFTWARE:
+            pytest.skip(f"results/{png.name} was drawn with {drawn_by}; this is {plots.SOFTWARE}, "
+                        "whose pixels may differ")
+    out = tmp_path / "figures"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for command in documented_commands():
+        words = shlex.split(command)[2:]  # after `softmax-lab plot`
+        option = next(w for w in ("-o", "--output") if w in words)
+        at = words.index(option) + 1
+        assert words[at] == "results", f"{command!r} does not write to results/"
+        words[at] = str(out)
+        args = []
+        for word in words:  # the shell's globbing: sorted matches, or the word itself when none
+            args += (sorted(glob.glob(word, root_dir=ROOT)) or [word]) if "*" in word else [word]
+        p = subprocess.run([sys.executable, "-m", "softmax_lab", "plot", *args], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=600, check=False)
+        assert p.returncode == 0, p.stderr
+    drawn = sorted(out.glob("*.png"))
+    how = f"redraw with `{'` and `'.join(documented_commands())}` from the repository's root"
+    assert [p.name for p in drawn] == [p.name for p in committed], how
+    differ = [p.name for p in committed if p.read_bytes() != (out / p.name).read_bytes()]
+    assert not differ, f"{', '.join(differ)} differ from what the JSON files give: {how}"
