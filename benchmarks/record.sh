@@ -6,6 +6,7 @@
 #   bash benchmarks/record.sh info bench         # bench.json bench.log bench_time.png   (~2 min)
 #   bash benchmarks/record.sh sweep              # sweep.json sweep.log sweep.png grid.png (~5 min)
 #   bash benchmarks/record.sh profile            # profile.json profile.log traffic.png   (~3 min)
+#   bash benchmarks/record.sh profile-bf16       # profile_bf16.json .log: the same in bf16 (~2 min)
 #   bash benchmarks/record.sh profile-rows       # profile_rows.json ... traffic_rows.png  (~6 min)
 #   bash benchmarks/record.sh bench-bf16         # bench_bf16.json .log bench_time_bf16.png: bf16 softmax, log_softmax
 #   bash benchmarks/record.sh bench-backward     # bench_backward.json .log bench_time_backward.png: both backward
@@ -82,6 +83,10 @@ for stage in "$@"; do
       echo "profile rc=$?"
       lab plot "$OUT/profile.json" -o "$OUT"
       tail -n 16 "$OUT/profile.log" | cut -c1-110 ;;
+    profile-bf16)
+      timeout 300 python3 -m softmax_lab profile --dtype bfloat16 -o "$OUT/profile_bf16.json" > "$OUT/profile_bf16.log" 2>&1
+      echo "profile-bf16 rc=$?"
+      tail -n 16 "$OUT/profile_bf16.log" | cut -c1-110 ;;
     profile-rows)
       timeout 560 python3 -m softmax_lab profile --sweep --calls 1 --variants "$peers" -o "$OUT/profile_rows.json" \
         > "$OUT/profile_rows.log" 2>&1
@@ -141,7 +146,7 @@ print('ran', sys.argv[1])
     gpu-tests)
       timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tail -n 6 ;;
     *)
-      echo "unknown stage $stage (info quack-a quack-b bench sweep profile profile-rows bench-bf16 bench-backward"\
+      echo "unknown stage $stage (info quack-a quack-b bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
            "sweep-bf16 table notebooks gpu-tests)"; exit 2 ;;
   esac
 done
