@@ -213,7 +213,8 @@ def recorded(kind: str, results, how: str | None = None) -> tuple[dict | None, s
         return None, (f"No recorded {kind} results at {path}. Record them on a GPU with: "
                       f"{how or f'softmax-lab {kind} --output {path}'}")
     doc = load(path)
-    return doc, f"Recorded on {doc['device']['name']} on {doc['created']} ({path})."
+    where = Path(path.resolve().parent.name) / path.name  # results/bench.json: no checkout's absolute path
+    return doc, f"Recorded on {doc['device']['name']} on {doc['created']} ({where})."
 
 
 def load_or_run(kind: str, results, measure: bool = False, **kwargs) -> tuple[dict | None, str]:

@@ -2,16 +2,27 @@
 finding the results/ folder beside it by their own location: on the checkout's
 recorded results, on synthetic ones, and with none at all.  None of them
 measures anything unless its switch is turned on.  (tests/test_install.py runs
-them again after a plain `pip install .`.)"""
+them again after a plain `pip install .`.)
+
+They may be committed executed, so that a reader sees the recorded results: the
+README's one command (REGENERATE) runs them in place from the recorded results.
+A committed notebook is either without outputs or executed whole, top to bottom,
+without errors, from the results/ files now in the checkout."""
 
 import json
 import os
+import re
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import synthetic
 import test_plots
+
+from softmax_lab import records
 
 nbformat = pytest.importorskip("nbformat")
 NotebookClient = pytest.importorskip("nbclient").NotebookClient
@@ -19,6 +30,9 @@ NotebookClient = pytest.importorskip("nbclient").NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 NAMES = [p.name for p in NOTEBOOKS]
+# The one command that executes every notebook in place from the recorded results,
+# run from the repository's root (README.md, "From a notebook").
+REGENERATE = "python -m jupyter execute --inplace notebooks/*.ipynb"
 
 
 def execute(path: Path, monkeypatch) -> str:
@@ -38,15 +52,72 @@ def copy_notebooks(tmp_path) -> Path:
     return tmp_path / "notebooks"
 
 
-def test_there_are_five_notebooks_stored_without_outputs():
+def stored_output_problems(path: Path, results: Path) -> list[str]:
+    """What is wrong with a notebook's stored outputs: [] for one stored without outputs,
+    or for one executed whole (every code cell once, in order, no error) whose notes name
+    the recorded files as they are now in `results` (so not executed before a re-recording)."""
+    cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    if all(c.outputs == [] and c.execution_count is None for c in cells):
+        return []
+    problems = []
+    counts = [c.execution_count for c in cells]
+    if counts != list(range(1, len(cells) + 1)):
+        problems.append(f"{path.name}: not executed whole, top to bottom (execution counts {counts})")
+    text = ""
+    for c in cells:
+        for out in c.outputs:
+            if out.output_type == "error":
+                problems.append(f"{path.name}: an error is stored: {out.ename}: {out.evalue}")
+            text += out.get("text", "") + "\n"
+    for created, file in re.findall(r"Recorded on .+? on (\S+) \((\S+?\.json)\)", text):
+        recorded = results / Path(file).name
+        if not recorded.is_file():
+            problems.append(f"{path.name}: shows {Path(file).name}, which results/ no longer has")
+        elif records.load(recorded)["created"] != created:
+            problems.append(f"{path.name}: shows {Path(file).name} of {created}; results/ has "
+                            f"{records.load(recorded)['created']}: run the README's command again")
+    for file in re.findall(r"No recorded \w+ results at (\S+?\.json)", text):
+        if (results / Path(file).name).is_file():
+            problems.append(f"{path.name}: says {Path(file).name} is not recorded; results/ has it now")
+    return problems
+
+
+def test_there_are_five_notebooks_stored_without_outputs_or_executed_whole():
     assert NAMES == ["01_traffic_model.ipynb", "02_variants.ipynb", "03_bandwidth.ipynb",
                      "04_hardware_counts.ipynb", "05_dtypes_and_ops.ipynb"]
     for path in NOTEBOOKS:
         text = path.read_text()
         assert "SOFTMAX_LAB_" not in text and "os.environ" not in text, path.name  # no environment variables
-        for cell in nbformat.read(path, as_version=4).cells:
-            if cell.cell_type == "code":
-                assert cell.outputs == [] and cell.execution_count is None, path.name
+    assert [p for path in NOTEBOOKS for p in stored_output_problems(path, ROOT / "results")] == []
+
+
+def test_the_readme_command_executes_every_notebook_in_place(tmp_path):
+    """REGENERATE, as README.md gives it, run in a copy of notebooks/ and results/: every
+    notebook comes back executed whole from the recorded results (the checkout's own
+    notebooks are not touched)."""
+    assert f"\n{REGENERATE}\n" in (ROOT / "README.md").read_text()
+    if not (ROOT / "results" / "bench.json").is_file():
+        pytest.skip("no recorded results/bench.json yet: record it on a GPU (benchmarks/record.sh)")
+    copy_notebooks(tmp_path)
+    for p in (ROOT / "results").glob("*.json"):
+        shutil.copy(p, tmp_path / "results")
+    python, *args, pattern = shlex.split(REGENERATE)
+    assert python == "python" and pattern == "notebooks/*.ipynb"
+    paths = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob(pattern))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               MPLBACKEND="Agg")
+    p = subprocess.run([sys.executable, *args, *paths], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600, check=False)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    for path in sorted((tmp_path / "notebooks").glob("*.ipynb")):
+        cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        assert all(c.execution_count for c in cells), path.name
+        assert stored_output_problems(path, tmp_path / "results") == []
+    # re-recorded after the notebooks ran: their outputs are out of date
+    recorded = tmp_path / "results" / "dtype_op.json"
+    recorded.write_text(json.dumps(dict(json.loads(recorded.read_text()), created="2027-01-01T00:00:00+00:00")))
+    (problem,) = stored_output_problems(tmp_path / "notebooks" / "05_dtypes_and_ops.ipynb", tmp_path / "results")
+    assert "dtype_op.json" in problem and "run the README's command again" in problem
 
 
 def test_long_runs_sit_behind_a_switch_that_is_off():
@@ -65,9 +136,9 @@ def test_notebook_runs_on_the_recorded_results(path, monkeypatch):
         pytest.skip("no recorded results/bench.json yet: record it on a GPU (benchmarks/record.sh)")
     text = execute(path, monkeypatch)
     if path.name == "05_dtypes_and_ops.ipynb":  # recorded or not, it looks beside notebooks/
-        assert f"{ROOT / 'results' / 'dtype_op.json'}" in text
+        assert "results/dtype_op.json" in text
     elif path.name != "04_hardware_counts.ipynb" or (ROOT / "results" / "profile.json").is_file():
-        assert f"({ROOT / 'results'}" in text
+        assert "(results/" in text  # the folder beside notebooks/, named without this checkout's path
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=NAMES)
