@@ -105,10 +105,8 @@ def _define(op: str, backward: bool):
     return functional, into
 
 
-_softmax, _softmax_out = _define("softmax", backward=False)
-_log_softmax, _log_softmax_out = _define("log_softmax", backward=False)
-_softmax_backward, _softmax_backward_out = _define("softmax_backward", backward=True)
-_log_softmax_backward, _log_softmax_backward_out = _define("log_softmax_backward", backward=True)
+_FORWARD = {op: _define(op, backward=False) for op in ("softmax", "log_softmax")}
+_BACKWARD = {op: _define(op + "_backward", backward=True) for op in ("softmax", "log_softmax")}
 
 
 def _keep_output(ctx, inputs, output) -> None:
@@ -116,18 +114,18 @@ def _keep_output(ctx, inputs, output) -> None:
     ctx.save_for_backward(output)
 
 
-def _softmax_grad(ctx, dy):
-    (y,) = ctx.saved_tensors
-    return _softmax_backward(dy, y, ctx.dim), None
+def _gradient(op: str):
+    backward = _BACKWARD[op][0]
+
+    def gradient(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return backward(dy, y, ctx.dim), None
+
+    return gradient
 
 
-def _log_softmax_grad(ctx, dy):
-    (y,) = ctx.saved_tensors
-    return _log_softmax_backward(dy, y, ctx.dim), None
-
-
-torch.library.register_autograd("softmax_lab::softmax", _softmax_grad, setup_context=_keep_output)
-torch.library.register_autograd("softmax_lab::log_softmax", _log_softmax_grad, setup_context=_keep_output)
+for _op in _FORWARD:
+    torch.library.register_autograd(f"softmax_lab::{_op}", _gradient(_op), setup_context=_keep_output)
 
 
 def _direct(x: torch.Tensor) -> bool:
@@ -136,48 +134,45 @@ def _direct(x: torch.Tensor) -> bool:
                 or torch.is_autocast_enabled("cuda"))
 
 
-def _no_grad_through_out(name: str, *tensors: torch.Tensor) -> None:
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
-                           "but one of the arguments requires grad")
+def _forward(op: str, x: torch.Tensor, dim: int, out: torch.Tensor | None) -> torch.Tensor:
+    functional, into = _FORWARD[op]
+    if out is not None:
+        if torch.is_grad_enabled() and x.requires_grad:
+            raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic "
+                               "differentiation, but one of the arguments requires grad")
+        into(x, dim, out)
+        return out
+    if _direct(x) and x.numel():
+        return getattr(api, op)(x, dim)
+    return functional(x, dim)
+
+
+def _backward(op: str, dy: torch.Tensor, y: torch.Tensor, dim: int, out: torch.Tensor | None) -> torch.Tensor:
+    functional, into = _BACKWARD[op]
+    if out is None:
+        return functional(dy, y, dim)
+    into(dy, y, dim, out)
+    return out
 
 
 def softmax(x: torch.Tensor, dim: int = -1, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """torch.softmax(x, dim) by softmax_lab, differentiable; out= writes a given tensor
     (of x's shape and dtype, on x's device) and returns it."""
-    if out is not None:
-        _no_grad_through_out("softmax", x)
-        _softmax_out(x, dim, out)
-        return out
-    if _direct(x):
-        return api.softmax(x, dim) if x.numel() else _softmax(x, dim)
-    return _softmax(x, dim)
+    return _forward("softmax", x, dim, out)
 
 
 def log_softmax(x: torch.Tensor, dim: int = -1, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """torch.log_softmax(x, dim) by softmax_lab, differentiable; out= as softmax()."""
-    if out is not None:
-        _no_grad_through_out("log_softmax", x)
-        _log_softmax_out(x, dim, out)
-        return out
-    if _direct(x):
-        return api.log_softmax(x, dim) if x.numel() else _log_softmax(x, dim)
-    return _log_softmax(x, dim)
+    return _forward("log_softmax", x, dim, out)
 
 
 def softmax_backward(dy: torch.Tensor, y: torch.Tensor, dim: int = -1, *,
                      out: torch.Tensor | None = None) -> torch.Tensor:
     """dx = y * (dy - sum(dy * y)) along dim, y = softmax(x) (torch._softmax_backward_data)."""
-    if out is not None:
-        _softmax_backward_out(dy, y, dim, out)
-        return out
-    return _softmax_backward(dy, y, dim)
+    return _backward("softmax", dy, y, dim, out)
 
 
 def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, dim: int = -1, *,
                          out: torch.Tensor | None = None) -> torch.Tensor:
     """dx = dy - exp(y) * sum(dy) along dim, y = log_softmax(x) (torch._log_softmax_backward_data)."""
-    if out is not None:
-        _log_softmax_backward_out(dy, y, dim, out)
-        return out
-    return _log_softmax_backward(dy, y, dim)
+    return _backward("log_softmax", dy, y, dim, out)
