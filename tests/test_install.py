@@ -97,7 +97,8 @@ def _check_every_notebook_runs(clone: Path, python: str, env: dict) -> None:
     assert [line[6:] for line in p.stdout.splitlines() if line.startswith("===== ")] == names
     assert "site-packages/results" not in p.stdout
     if (clone / "results" / "bench.json").is_file():
-        assert f"({clone / 'results' / 'bench.json'})" in p.stdout  # found beside notebooks/
+        # found beside notebooks/ (the notes name the folder and file, not the checkout's path)
+        assert "Recorded on" in p.stdout and "(results/bench.json)" in p.stdout
 
 
 @pytest.mark.install
