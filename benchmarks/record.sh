@@ -92,7 +92,7 @@ for stage in "$@"; do
         > "$OUT/profile_rows.log" 2>&1
       echo "profile-rows rc=$?"
       lab plot "$OUT/profile_rows.json" -o "$OUT"
-      python3 -c "import sys; from softmax_lab import profile; print(profile.format_passes(profile.load(sys.argv[1])))" \
+      python3 -c "import sys; from softmax_lab.lab import profile; print(profile.format_passes(profile.load(sys.argv[1])))" \
         "$OUT/profile_rows.json" ;;
     bench-bf16)
       timeout 540 python3 -m softmax_lab bench --dtype bfloat16 --op forward --no-progress -o "$OUT/bench_bf16.json" \

@@ -1,5 +1,5 @@
-"""python -m softmax_lab: the softmax-lab command line (see softmax_lab.cli)."""
+"""python -m softmax_lab: the softmax-lab command line (see softmax_lab.lab.cli)."""
 
-from .cli import main
+from .lab.cli import main
 
 raise SystemExit(main())

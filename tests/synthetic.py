@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from softmax_lab import bench, records
-from softmax_lab import candidates as cat
+from softmax_lab.lab import bench, records
+from softmax_lab.lab import candidates as cat
+from softmax_lab.problem import ALL_OPS
 
 DEVICE = {"name": "Synthetic H200", "compute_capability": 90, "sm_count": 132, "l2_bytes": 60 * 2**20}
 VERSIONS = {"driver": "12.8", "runtime": "12.9", "python": "3.11", "cupy": "14.2.0", "numpy": "2.4.6",
@@ -86,7 +87,7 @@ def write(directory, torch: bool = False, dtypes_ops: bool = False) -> tuple:
     as record.sh's stages name them); their paths."""
     paths = tuple(records.save(document(kind, torch), directory / f"{kind}.json") for kind in ("bench", "sweep"))
     if dtypes_ops:
-        every = [(d, o) for d in ("float32", "float16", "bfloat16") for o in cat.OPS]
+        every = [(d, o) for d in ("float32", "float16", "bfloat16") for o in ALL_OPS]
         for name, kind, pairs in (("bench_bf16", "bench", FORWARD_BF16), ("bench_backward", "bench", BACKWARD),
                                   ("sweep_bf16", "sweep", FORWARD_BF16[:1]), ("dtype_op", "bench", every)):
             paths += (records.save(document(kind, torch, pairs), directory / f"{name}.json"),)

@@ -1,4 +1,4 @@
-"""softmax_lab.bench: the grid, the sampled rows, and the checks around the timed
+"""softmax_lab.lab.bench: the grid, the sampled rows, and the checks around the timed
 calls, with fake candidates on NumPy arrays (no GPU); the GPU runs are marked gpu."""
 
 import math
@@ -11,8 +11,9 @@ import pytest
 import synthetic
 
 import softmax_lab
-from softmax_lab import bench, records
-from softmax_lab import candidates as cat
+from softmax_lab.lab import bench, records
+from softmax_lab.lab import candidates as cat
+from softmax_lab.problem import ALL_OPS
 from softmax_lab.reference import softmax_reference
 
 SOFTMAX = cat.Candidate("fake", "variant", 1, 1, "a fake candidate")
@@ -145,6 +146,15 @@ def test_the_grid_has_odd_and_vocabulary_lengths_and_few_to_many_rows():
     for r, c, _ in shapes:
         assert 2**30 <= r * c * 4 <= 4 * 2**30 or r in (32, 132) or (r, c) in bench.GRID_EXTRA
 
+
+def test_load_or_run_without_measuring_reads_the_recorded_results(tmp_path):
+    doc, note = bench.load_or_run("bench", tmp_path)
+    assert doc is None and "No recorded bench results" in note
+    synthetic.write(tmp_path)
+    doc, note = bench.load_or_run("sweep", tmp_path)
+    assert doc["kind"] == "sweep" and "Recorded on Synthetic H200" in note
+    with pytest.raises(ValueError):
+        bench.load_or_run("nope", tmp_path)
 
 def test_special_rows_follow_torch_rules():
     with np.errstate(invalid="ignore"):  # inf - inf, on purpose
@@ -383,7 +393,7 @@ def test_halves_without_torch_are_skipped_with_the_reason(numpy_gpu, monkeypatch
 def test_tiny_bench_of_every_dtype_and_op_on_the_gpu(tmp_path):
     pytest.importorskip("torch")
     doc = bench.run_bench(64, 4104, repeats=3, warmup=1, host_calls=0, progress=False,
-                          dtypes=("float32", "float16", "bfloat16"), ops=cat.OPS)
+                          dtypes=("float32", "float16", "bfloat16"), ops=ALL_OPS)
     synthetic.validate(doc)
     assert len(doc["runs"]) == 12
     for run in doc["runs"]:

@@ -1,9 +1,10 @@
-"""softmax_lab.candidates: the catalogue, its families and traffic models, auto's pick."""
+"""softmax_lab.lab.candidates: the catalogue, its families and traffic models, auto's pick."""
 
 import pytest
 
 import softmax_lab
-from softmax_lab import candidates as cat
+from softmax_lab.lab import candidates as cat
+from softmax_lab.problem import ALL_OPS
 
 
 def test_the_variants_come_first_under_their_registry_names():
@@ -17,7 +18,7 @@ def test_the_variants_come_first_under_their_registry_names():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("op", cat.OPS)
+@pytest.mark.parametrize("op", ALL_OPS)
 def test_each_dtype_and_op_has_its_floor_its_peers_and_the_variants_that_hold_it(dtype, op):
     cs = cat.candidates(dtype, op)
     names = [c.name for c in cs]

@@ -1,4 +1,4 @@
-"""softmax_lab.cli, mostly as `python -m softmax_lab` in a subprocess: the GPU
+"""softmax_lab.lab.cli, mostly as `python -m softmax_lab` in a subprocess: the GPU
 commands without a GPU fail in one plain line; info and plot need no GPU; every
 option shows its default; each exit status means one thing (cli.EXIT_*); plot
 writes outside the checkout unless told, and info compiles through the kernel cache."""
@@ -18,7 +18,7 @@ import synthetic
 import test_plots
 
 import softmax_lab
-from softmax_lab import bench, cli, profile
+from softmax_lab.lab import bench, cli, profile
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_GPU = bench.gpu_reason() is None
@@ -330,7 +330,7 @@ def test_info_compiles_each_build_once_then_reads_the_kernel_cache(tmp_path, mon
 
 
 def test_plot_takes_several_profiles_and_each_bench_figure_finds_its_own(tmp_path, monkeypatch):
-    from softmax_lab import plots
+    from softmax_lab.lab import plots
 
     bench_path = tmp_path / "bench_bf16.json"
     bench_path.write_text(json.dumps(synthetic.document("bench", torch=True, pairs=[("bfloat16", "softmax")])))

@@ -22,7 +22,7 @@ import pytest
 import synthetic
 import test_plots
 
-from softmax_lab import records
+from softmax_lab.lab import records
 
 nbformat = pytest.importorskip("nbformat")
 NotebookClient = pytest.importorskip("nbclient").NotebookClient

@@ -47,13 +47,15 @@ def test_ci_runs_the_readme_commands():
 
 
 def test_installed_package_carries_the_kernels_and_schemas():
-    """A non-editable install (as CI does) puts the CUDA sources in site-packages/softmax_lab/kernels."""
+    """A non-editable install (as CI does) puts the CUDA sources in site-packages/softmax_lab/kernels
+    and the lab in site-packages/softmax_lab/lab."""
     installed = Path(sysconfig.get_paths()["purelib"]) / "softmax_lab"
     if not installed.is_dir():
         pytest.skip("softmax-lab is not installed into this environment (or installed editable)")
     for name in ("common.cuh", "elements.cuh", "three_pass.cu", "two_pass.cu", "multi_block.cu", "single_read.cu", "copy.cu"):
         assert (installed / "kernels" / name).is_file(), name
-    assert (installed / "results_schema.json").is_file() and (installed / "profile_schema.json").is_file()
+    lab = installed / "lab"  # the lab's modules and the schemas of its files
+    assert (lab / "cli.py").is_file() and (lab / "results_schema.json").is_file() and (lab / "profile_schema.json").is_file()
 
 
 def test_version_and_typing_marker():

@@ -1,4 +1,4 @@
-"""softmax_lab.plots: every figure drawn from a results document, saved as PNG under a
+"""softmax_lab.lab.plots: every figure drawn from a results document, saved as PNG under a
 plain name; times shown against the copy, never model bytes / time; nothing cut off at
 the edges; the same documents give the same bytes, and results/README.md's plot
 command gives back every committed PNG."""
@@ -17,8 +17,8 @@ import pytest
 import synthetic
 import test_profile
 
-from softmax_lab import candidates as cat
-from softmax_lab import plots, profile, records
+from softmax_lab.lab import candidates as cat
+from softmax_lab.lab import plots, profile, records
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -279,7 +279,7 @@ def test_the_documented_command_draws_every_committed_figure_byte_for_byte(tmp_p
     committed = sorted((ROOT / "results").glob("*.png"))
     for png in committed:
         drawn_by = software(png) or "nothing named"
-        assert DRAWN_BY.fullmatch(drawn_by), f"{png.name} was not drawn by softmax_lab.plots ({drawn_by})"
+        assert DRAWN_BY.fullmatch(drawn_by), f"{png.name} was not drawn by softmax_lab.lab.plots ({drawn_by})"
         if drawn_by != plots.SOFTWARE:
             pytest.skip(f"results/{png.name} was drawn with {drawn_by}; this is {plots.SOFTWARE}, "
                         "whose pixels may differ")

@@ -1,4 +1,4 @@
-"""softmax_lab.profile: ncu's CSV read on synthetic output in ncu's formats (no GPU
+"""softmax_lab.lab.profile: ncu's CSV read on synthetic output in ncu's formats (no GPU
 here), summed per call, recorded against the model, and the document's schema."""
 
 import shutil
@@ -6,8 +6,8 @@ import shutil
 import pytest
 import synthetic
 
-from softmax_lab import candidates as cat
-from softmax_lab import profile
+from softmax_lab.lab import candidates as cat
+from softmax_lab.lab import profile
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
@@ -101,7 +101,7 @@ def test_a_record_sets_the_measured_passes_beside_the_model():
 
 
 def document(runs):
-    from softmax_lab import records
+    from softmax_lab.lab import records
 
     doc = records.make_document("profile", runs, dict(synthetic.DEVICE), dict(synthetic.VERSIONS),
                                 {"calls": 2, "metrics": list(profile.METRICS), "tool": "ncu (synthetic)",
@@ -148,7 +148,7 @@ def test_the_passes_table_sets_measured_beside_model_per_row_length():
 
 
 def test_load_all_joins_the_recorded_profiles_of_a_folder(tmp_path):
-    from softmax_lab import records
+    from softmax_lab.lab import records
 
     assert profile.load_all(tmp_path) is None
     rows, cols = 1024, 262144

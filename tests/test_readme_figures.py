@@ -42,8 +42,9 @@ from pathlib import Path
 import pytest
 
 import softmax_lab
-from softmax_lab import candidates, profile, records, report
-from softmax_lab.variants import DTYPES, choose
+from softmax_lab.lab import candidates, profile, records, report
+from softmax_lab.problem import ALL_OPS, DTYPES
+from softmax_lab.variants import choose
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -124,7 +125,7 @@ def variants_cell(keys: dict, column: str, written: str) -> str:
              "GB at 4096 × 393216": like(v.traffic_bytes(4096, 393216) / 1e9, written),
              "needs": f"sm_{v.min_compute_capability}" if v.min_compute_capability else "any"}
     cells |= {d: "yes" if d in v.dtypes else "no" for d in DTYPES}
-    cells |= {op: "yes" if op in v.ops else "no" for op in candidates.OPS}
+    cells |= {op: "yes" if op in v.ops else "no" for op in ALL_OPS}
     assert column in cells, f"no such column of a variants table: {column!r}"
     return cells[column]
 
@@ -197,7 +198,7 @@ def marked_figures(path: Path):
             words = query.split()
             if words and words[0] in DTYPES:
                 keys["dtype"] = words.pop(0)
-            if words and words[0] in candidates.OPS:
+            if words and words[0] in ALL_OPS:
                 keys["op"] = words.pop(0)
             yield n, mark[1], keys, " ".join(words), line[:mark.start()].rstrip()
 

@@ -1,4 +1,4 @@
-"""softmax_lab.records: records and the copy ceiling, the schema, atomic saving,
+"""softmax_lab.lab.records: records and the copy ceiling, the schema, atomic saving,
 the upgrade of recorded schema-1 files, recorded or live."""
 
 import json
@@ -7,8 +7,8 @@ import os
 import pytest
 import synthetic
 
-from softmax_lab import records
-from softmax_lab import candidates as cat
+from softmax_lab.lab import records
+from softmax_lab.lab import candidates as cat
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "results")
 
@@ -123,10 +123,8 @@ def test_recorded_says_plainly_when_there_is_nothing(tmp_path):
     doc, note = records.recorded("bench", tmp_path)
     assert doc is None and "No recorded bench results" in note and "softmax-lab bench --output" in note
     synthetic.write(tmp_path)
-    doc, note = records.load_or_run("sweep", tmp_path)
+    doc, note = records.recorded("sweep", tmp_path)
     assert doc["kind"] == "sweep" and "Recorded on Synthetic H200" in note
-    with pytest.raises(ValueError):
-        records.load_or_run("nope", tmp_path)
 
 
 def test_failures_are_wrong_outputs_and_our_own_errors_not_a_peers_limits():

@@ -1,10 +1,10 @@
-"""softmax_lab.report: the tables name every candidate, tell failed from skipped with
+"""softmax_lab.lab.report: the tables name every candidate, tell failed from skipped with
 the reason, set times against the copy, and the grid table names the best peer."""
 
 import synthetic
 
-from softmax_lab import candidates as cat
-from softmax_lab import report
+from softmax_lab.lab import candidates as cat
+from softmax_lab.lab import report
 
 
 def test_traffic_table_gives_auto_the_traffic_of_its_pick():

@@ -1,10 +1,10 @@
-"""softmax_lab.timing: statistics, and the host-time loop (on the CPU); GPU events are marked gpu."""
+"""softmax_lab.lab.timing: statistics, and the host-time loop (on the CPU); GPU events are marked gpu."""
 
 import time
 
 import pytest
 
-from softmax_lab import timing
+from softmax_lab.lab import timing
 
 
 def test_stats_of_a_list_of_times():

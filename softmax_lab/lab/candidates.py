@@ -25,15 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .device import DeviceInfo
-from .variants import DTYPES, choose, get_variant
-from .variants import variants as registered_variants
+from ..device import DeviceInfo
+from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, ITEMSIZE
+from ..variants import choose, get_variant
+from ..variants import variants as registered_variants
 
-ITEMSIZE = 4  # float32, the headline's dtype
 HOST_SHAPE = (8, 1024)  # the tiny input of the host candidates
-FORWARD_OPS = ("softmax", "log_softmax")
-BACKWARD_OPS = ("softmax_backward", "log_softmax_backward")
-OPS = FORWARD_OPS + BACKWARD_OPS
 DEFAULT = ("float32", "softmax")  # the headline's dtype and op
 
 
@@ -48,8 +45,8 @@ def floor_passes(op: str) -> int:
 
 
 def check_dtype_op(dtype: str, op: str) -> None:
-    if dtype not in DTYPES or op not in OPS:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} and op one of {', '.join(OPS)}; "
+    if dtype not in DTYPES or op not in ALL_OPS:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} and op one of {', '.join(ALL_OPS)}; "
                          f"got {dtype!r}, {op!r}")
 
 
@@ -164,7 +161,7 @@ def candidates(dtype: str = "float32", op: str = "softmax") -> tuple[Candidate, 
 
 def all_names() -> tuple[str, ...]:
     """The names of every candidate of every dtype and op."""
-    return tuple(dict.fromkeys(c.name for d in DTYPES for o in OPS for c in candidates(d, o)))
+    return tuple(dict.fromkeys(c.name for d in DTYPES for o in ALL_OPS for c in candidates(d, o)))
 
 
 def select(names=None, default=None, dtype: str = "float32", op: str = "softmax") -> tuple[Candidate, ...]:
@@ -231,7 +228,7 @@ def has_op(op: str) -> bool:
     """Whether softmax_lab has the function `op` (the backward ops arrive in their own branch)."""
     import importlib
 
-    return callable(getattr(importlib.import_module(__package__), op, None))
+    return callable(getattr(importlib.import_module("..", __package__), op, None))  # softmax_lab's public functions
 
 
 # ------------------------------------------------------------ calling them
@@ -296,7 +293,7 @@ def prepare(c: Candidate, arrays: Arrays, dev: DeviceInfo, torch=None) -> Prepar
     if c.kind == "variant":
         import importlib
 
-        fn = getattr(importlib.import_module(__package__), op)
+        fn = getattr(importlib.import_module("..", __package__), op)  # softmax_lab.softmax, ... as a user calls them
         stream = cupy.cuda.get_current_stream()  # the timed stream, for torch tensors too
         if is_backward(op):
             return Prepared(lambda: fn(dy, x, variant=c.name, out=y, stream=stream), poison_y, "the out buffer")
@@ -374,7 +371,7 @@ def prepare_host(c: Candidate, dev: DeviceInfo, torch=None):
     x = cupy.random.default_rng(0).standard_normal(HOST_SHAPE, dtype=cupy.float32)
     y = cupy.empty_like(x)
     if c.name == "host.auto":
-        from .api import softmax
+        from ..api import softmax
 
         return lambda: softmax(x, out=y)
     if c.name == "host.copy":
@@ -433,7 +430,7 @@ def _log_softmax_last(t):
 
 def _float4_copy(x, y, dev: DeviceInfo, result=None):
     """kernels/copy.cu over the bytes of x (CuPy arrays), as 4-byte words; returns `result` (y by default)."""
-    from . import loader
+    from .. import loader
 
     if x.nbytes % 4:
         raise ValueError("copy.float4 moves 4-byte words; the tensor is not a whole number of them")

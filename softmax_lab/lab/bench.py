@@ -39,12 +39,12 @@ try:
 except ImportError:  # progress is a nicety: an offline GPU machine may lack tqdm
     tqdm = None
 
+from .. import reference
+from ..device import NoDeviceError, device_info, require_device
+from ..problem import DTYPES, ITEMSIZE
+from ..reference import op_error, op_reference, relative_error, softmax_reference
 from . import candidates as cat
 from . import records, timing
-from .device import NoDeviceError, device_info, require_device
-from .variants import DTYPES
-from . import reference
-from .reference import op_error, op_reference, relative_error, softmax_reference
 
 HEADLINE = (4096, 393216)
 REPEATS = 30
@@ -244,6 +244,21 @@ def run_sweep(shapes=None, *, names=None, repeats: int = REPEATS, warmup: int = 
                 checkpoint=checkpoint)
 
 
+def load_or_run(kind: str, results, measure: bool = False, **kwargs) -> tuple[dict | None, str]:
+    """measure=True on a GPU: run `softmax-lab <kind>` now (minutes), with kwargs.
+    Otherwise the recorded results, as records.recorded() gives them."""
+    if kind not in ("bench", "sweep"):
+        raise ValueError(f"kind must be 'bench' or 'sweep'; got {kind!r}")
+    if measure:
+        reason = gpu_reason()
+        if reason is None:
+            doc = run_bench(**kwargs) if kind == "bench" else run_sweep(**kwargs)
+            return doc, f"Measured now on {doc['device']['name']}."
+        doc, note = records.recorded(kind, results)
+        return doc, f"Cannot measure here ({reason}). {note}"
+    return records.recorded(kind, results)
+
+
 def _chosen(names, default, dtype, op, hosts: bool):
     if default == "grid" and names is None:
         names = cat.GRID_NAMES if (dtype, op) == cat.DEFAULT else cat.grid_names(op)
@@ -400,7 +415,7 @@ def _fit_rows(rows: int, cols: int, dtype: str = "float32", op: str = "softmax")
 
     free = cupy.cuda.runtime.memGetInfo()[0]
     share = 12 if cat.is_backward(op) else 8
-    while rows > 1 and rows * cols * max(cat.ITEMSIZE, DTYPES[dtype]) > min(GRID_MAX_BYTES, free // share):
+    while rows > 1 and rows * cols * max(ITEMSIZE, DTYPES[dtype]) > min(GRID_MAX_BYTES, free // share):
         rows //= 2
     return rows
 
@@ -517,8 +532,8 @@ def check_variants(x) -> dict[str, float | str]:
     output poisoned first) against the float64 reference, or why it cannot run."""
     import cupy
 
-    from .api import softmax
-    from .variants import variants
+    from ..api import softmax
+    from ..variants import variants
 
     dev = device_info(require_device())
     xg = cupy.asarray(x, dtype=cupy.float32)

@@ -1,7 +1,7 @@
 """softmax-lab profile: what Nsight Compute counts for each candidate at a shape,
 beside the traffic model.
 
-For each candidate and shape, a child process (`python -m softmax_lab.profile
+For each candidate and shape, a child process (`python -m softmax_lab.lab.profile
 --child ...`) makes the input, runs the candidate once (compiling, warming up),
 then runs it CALLS times between cudaProfilerStart and cudaProfilerStop.  ncu,
 started with --profile-from-start off, profiles exactly the kernels of those
@@ -24,9 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..problem import DTYPES, ITEMSIZE
 from . import candidates as cat
 from . import records
-from .variants import DTYPES
 
 SCHEMA = "softmax-lab-profile/1"
 CALLS = 2
@@ -58,7 +58,7 @@ def ncu_command(ncu: str, name: str, rows: int, cols: int, calls: int, result: P
     """The ncu command line that profiles one candidate in a child process."""
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(METRICS),
             "--csv", "--print-units", "base",
-            sys.executable, "-m", "softmax_lab.profile", "--child", name, "--rows", str(rows), "--cols", str(cols),
+            sys.executable, "-m", "softmax_lab.lab.profile", "--child", name, "--rows", str(rows), "--cols", str(cols),
             "--calls", str(calls), "--result", str(result)] + (
                 ["--dtype", dtype, "--op", op] if (dtype, op) != cat.DEFAULT else [])
 
@@ -144,7 +144,7 @@ def summarize(launches: list[dict], calls: int) -> dict:
 
 
 def candidate_record(c: cat.Candidate, rows: int, cols: int, status: str, reason: str | None = None,
-                     measured: dict | None = None, itemsize: int = cat.ITEMSIZE) -> dict:
+                     measured: dict | None = None, itemsize: int = ITEMSIZE) -> dict:
     data = rows * cols * itemsize
     rec = {"name": c.name, "kind": c.kind, "status": status, "reason": reason,
            "model": {"reads": c.reads, "writes": c.writes, "bytes": c.traffic_bytes(rows, cols, itemsize),
@@ -161,8 +161,8 @@ def run_profile(shapes, names=None, *, ncu: str = "ncu", calls: int = CALLS, pro
                 command: str | None = None, dtype: str = "float32", op: str = "softmax") -> dict:
     """Profiles each candidate of `dtype` and `op` (all but the host ones, or those
     named) at each (rows, cols) under ncu; returns a profile document."""
+    from ..device import device_info, require_device
     from . import bench
-    from .device import device_info, require_device
 
     exe = shutil.which(ncu)
     if exe is None:
@@ -205,7 +205,7 @@ def run_profile(shapes, names=None, *, ncu: str = "ncu", calls: int = CALLS, pro
     return doc
 
 
-def _from_child(c, rows, cols, p, result: Path, calls: int, itemsize: int = cat.ITEMSIZE) -> dict:
+def _from_child(c, rows, cols, p, result: Path, calls: int, itemsize: int = ITEMSIZE) -> dict:
     child = json.loads(result.read_text()) if result.is_file() else None
     if child is None:
         tail = " ".join((p.stderr or p.stdout).split()[-40:])
@@ -304,7 +304,7 @@ def child(name: str, rows: int, cols: int, calls: int, result: Path, dtype: str 
     "reason"} to `result`.  Prints nothing on stdout, which carries ncu's CSV."""
     import cupy
 
-    from .device import device_info, require_device
+    from ..device import device_info, require_device
 
     def done(status, reason=None):
         result.write_text(json.dumps({"status": status, "reason": reason}))
@@ -337,7 +337,7 @@ def child(name: str, rows: int, cols: int, calls: int, result: Path, dtype: str 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m softmax_lab.profile", description="the child of softmax-lab profile")
+    p = argparse.ArgumentParser(prog="python -m softmax_lab.lab.profile", description="the child of softmax-lab profile")
     p.add_argument("--child", required=True)
     p.add_argument("--rows", type=int, required=True)
     p.add_argument("--cols", type=int, required=True)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import csv
 import io
 
+from ..problem import DTYPES
 from . import candidates as cat
-from .variants import DTYPES
 
 PEERS = cat.PEERS
 

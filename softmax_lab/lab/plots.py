@@ -40,6 +40,7 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..problem import ALL_OPS, DTYPES
 from . import candidates as cat
 from .report import floor_word, grid_rows
 
@@ -57,8 +58,8 @@ _KINDS: dict[str, str] = {}
 def _kinds() -> dict[str, str]:
     """name -> kind of every candidate of every dtype and op, in catalogue order."""
     if not _KINDS:
-        for d in cat.DTYPES:
-            for o in cat.OPS:
+        for d in DTYPES:
+            for o in ALL_OPS:
                 for c in cat.candidates(d, o):
                     _KINDS.setdefault(c.name, c.kind)
     return _KINDS

@@ -1,6 +1,9 @@
 """Results documents: the records a run is made of, their JSON schema, atomic
 saving, loading (files of the previous schema are upgraded on load), and the
-choice between recorded results and a live run.
+results recorded in a folder (bench.load_or_run chooses between them and a live run).
+
+The lower layer of the lab's files: records imports candidates and timing,
+never bench, profile or report, which import it.
 
 A document (results_schema.json) is one `softmax-lab bench` (one run per
 dtype and op) or `softmax-lab sweep` (one run per shape, dtype and op); each
@@ -22,9 +25,9 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..problem import DTYPES
 from .candidates import Candidate, floor_passes
 from .timing import stats as time_stats
-from .variants import DTYPES
 
 SCHEMA = "softmax-lab-results/3"
 OLD_SCHEMAS = ("softmax-lab-results/1", "softmax-lab-results/2")  # upgraded on load
@@ -216,19 +219,3 @@ def recorded(kind: str, results, how: str | None = None) -> tuple[dict | None, s
     where = Path(path.resolve().parent.name) / path.name  # results/bench.json: no checkout's absolute path
     return doc, f"Recorded on {doc['device']['name']} on {doc['created']} ({where})."
 
-
-def load_or_run(kind: str, results, measure: bool = False, **kwargs) -> tuple[dict | None, str]:
-    """measure=True on a GPU: run `softmax-lab <kind>` now (minutes), with kwargs.
-    Otherwise the recorded results, as recorded() gives them."""
-    if kind not in ("bench", "sweep"):
-        raise ValueError(f"kind must be 'bench' or 'sweep'; got {kind!r}")
-    if measure:
-        from . import bench
-
-        reason = bench.gpu_reason()
-        if reason is None:
-            doc = bench.run_bench(**kwargs) if kind == "bench" else bench.run_sweep(**kwargs)
-            return doc, f"Measured now on {doc['device']['name']}."
-        doc, note = recorded(kind, results)
-        return doc, f"Cannot measure here ({reason}). {note}"
-    return recorded(kind, results)

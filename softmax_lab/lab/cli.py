@@ -32,11 +32,11 @@ import shlex
 import sys
 from pathlib import Path
 
+from ..device import device_info, require_device
+from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, OPS, kernel_defines
 from . import bench, records, report
 from . import candidates as cat
 from . import profile as prof
-from .device import device_info, require_device
-from .variants import DTYPES
 
 RECORDED_HINT = "softmax-lab plot results/*.json"
 
@@ -165,8 +165,8 @@ def _common(p: argparse.ArgumentParser, default_names: str) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-FORWARD = ",".join(cat.FORWARD_OPS)
-BACKWARD = ",".join(cat.BACKWARD_OPS)
+FORWARD = ",".join(OPS)
+BACKWARD = ",".join(BACKWARD_OPS)
 
 
 def _dtype_op(p: argparse.ArgumentParser, several: bool) -> None:
@@ -174,13 +174,13 @@ def _dtype_op(p: argparse.ArgumentParser, several: bool) -> None:
         p.add_argument("--dtype", type=_list(DTYPES, {"all": tuple(DTYPES)}), default=("float32",),
                        metavar="DTYPE,...", help="element types: " + ", ".join(DTYPES) + " or all "
                        "(halves are made with torch) (default: float32)")
-        p.add_argument("--op", type=_list(cat.OPS, {"all": cat.OPS, "forward": cat.FORWARD_OPS,
-                                                    "backward": cat.BACKWARD_OPS}),
+        p.add_argument("--op", type=_list(ALL_OPS, {"all": ALL_OPS, "forward": OPS,
+                                                    "backward": BACKWARD_OPS}),
                        default=("softmax",), metavar="OP,...",
-                       help=f"ops: {', '.join(cat.OPS)}, or all, forward, backward (default: softmax)")
+                       help=f"ops: {', '.join(ALL_OPS)}, or all, forward, backward (default: softmax)")
     else:
         p.add_argument("--dtype", choices=tuple(DTYPES), default="float32", help="element type")
-        p.add_argument("--op", choices=cat.OPS, default="softmax", help="the op")
+        p.add_argument("--op", choices=ALL_OPS, default="softmax", help="the op")
 
 
 def _list(known, groups):
@@ -405,14 +405,14 @@ def _load_any(path: Path) -> dict:
 
 
 def _info(args) -> int:
+    import importlib
+
     import cupy
     import numpy
 
-    import importlib
+    from .. import loader
 
-    from . import loader
-
-    registry = importlib.import_module(f"{__package__}.variants")  # the module: the package's `variants` is a function
+    registry = importlib.import_module("softmax_lab.variants")  # the module: the package's `variants` is a function
 
     rt = cupy.cuda.runtime
     major, minor = cupy.cuda.nvrtc.getVersion()
@@ -448,10 +448,10 @@ def _info(args) -> int:
             builds.append((source, "sm_90" if source == "single_read.cu" else arch, {}))
     for v in registry.variants().values():  # the other dtypes and ops of the row kernels
         builds += [(_source_of(v, op), "sm_90" if _source_of(v, op) != v.source else arch,
-                    registry.kernel_defines(dtype, op)) for dtype in v.dtypes for op in v.ops
+                    kernel_defines(dtype, op)) for dtype in v.dtypes for op in v.ops
                    if (dtype, op) != ("float32", "softmax")]
     holds_wide = getattr(registry, "holds_wide", lambda dtype, op: False)  # single_read's wide half softmax
-    builds += [("single_read.cu", "sm_90", registry.kernel_defines(dtype, "softmax") | {"SR_WIDE": 1})
+    builds += [("single_read.cu", "sm_90", kernel_defines(dtype, "softmax") | {"SR_WIDE": 1})
                for dtype in ("float16", "bfloat16") if holds_wide(dtype, "softmax")]
     # Through the loader's on-disk cache, keyed by the source text, options and NVRTC
     # version: a build compiles once, and a later run (or the kernels' first launch) reads it.
@@ -479,12 +479,12 @@ def _source_of(v, op: str) -> str:
 def version() -> str:
     """softmax_lab.__version__ where the package has one, else the installed
     distribution's version, else the checkout's pyproject.toml."""
-    package = sys.modules.get(__package__)
+    package = sys.modules.get("softmax_lab")
     return getattr(package, "__version__", None) or bench.dist_version("softmax-lab") or _tree()
 
 
 def _tree() -> str:
     """The version of an uninstalled checkout, from pyproject.toml."""
-    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     m = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.M) if pyproject.is_file() else None
     return f"{m[1]} (uninstalled checkout)" if m else "(version unknown)"
