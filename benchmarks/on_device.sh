@@ -9,7 +9,6 @@
 # tests-slow-par: tests-slow, the above-2^31-element tests one at a time (three
 # workers each holding tens of GB ran out of the H200's 140 GB, 2026-12-01), then
 # the compute-sanitizer tests in SLOW_WORKERS (default 4) workers;
-# probe: benchmarks/probe_single_read_dtypes.py;
 # tests-slow: those; stress: benchmarks/stress.py (threads x streams x random
 # shapes, layouts and variants) for $STRESS_SECONDS (default 150);
 # memcheck-stress: a sample of those cases under compute-sanitizer memcheck.
@@ -33,7 +32,6 @@ for stage in $1; do
                  2>&1 | tee "$OUT/tests-huge.log" | tail -5
                  timeout 200 python3 -m pytest -q -rs -n ${SLOW_WORKERS:-4} -m gpu tests -k "sanitizer" -p no:cacheprovider \
                  2>&1 | tee "$OUT/tests-sanitizer-par.log" | tail -30 ;;
-    probe) timeout 300 python3 benchmarks/probe_single_read_dtypes.py --reps ${PROBE_REPS:-10} 2>&1 | tee "$OUT/probe.log" | cut -c1-120 ;;
     tests-all) timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tee "$OUT/tests-all.log" | tail -40 ;;
     stress) timeout $(( ${STRESS_SECONDS:-150} + 60 )) python3 benchmarks/stress.py --seconds "${STRESS_SECONDS:-150}" --threads 8 --json "$OUT/stress.json" 2>&1 | tail -8 ;;
     memcheck-stress) timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/stress.py --cases 15 --threads 2 --seed 20261130 --max-elements 2000000 --json "$OUT/stress-memcheck.json" > "$OUT/stress-memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|cases" "$OUT/stress-memcheck.log" | tail -3 ;;
