@@ -46,6 +46,14 @@ def test_ci_runs_the_readme_commands():
     assert "torch" not in ci  # the baselines are not needed on CPU CI
 
 
+def test_every_subpackage_is_listed_for_a_plain_install():
+    """[tool.setuptools] packages is an explicit list (the kernels are mapped in from kernels/),
+    so a subpackage missing from it is left out of a plain `pip install .`."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "softmax_lab").rglob("__init__.py")}
+    assert on_disk <= listed, f"add {sorted(on_disk - listed)} to [tool.setuptools] packages in pyproject.toml"
+    assert {"softmax_lab", "softmax_lab.lab", "softmax_lab.kernels"} <= listed
+
 def test_installed_package_carries_the_kernels_and_schemas():
     """A non-editable install (as CI does) puts the CUDA sources in site-packages/softmax_lab/kernels
     and the lab in site-packages/softmax_lab/lab."""
