@@ -167,10 +167,8 @@ struct PushedExchange {
 // stores the warp's value, then the block's barrier.)  The barrier's arrival
 // is relaxed: the mbarrier's initialisation is all it has to publish, and
 // fence.mbarrier_init does that (the order CUTLASS and quack use).  With the
-// release arrival, every warp of every block first waited in ERRBAR (ncu,
-// H200, probe 76: 9-16 % of cluster_row's stall samples; quack's kernel has
-// no fence there); relaxed, cluster_row ran 5-12 % faster (probe 78: float32
-// 132 x 151936 1.12 -> 0.98 x copy, bf16 2048 x 262144 1.10 -> 1.01).
+// release arrival, every warp of every block first waited in ERRBAR
+// (notes/TUNING.md#the-exchange-and-the-relaxed-arrival).
 template <int CLUSTER, int WARPS, typename T>
 __device__ __forceinline__ void exchange_open(PushedExchange<CLUSTER, WARPS, T>& ex) {
     if constexpr (CLUSTER > 1) {
@@ -230,8 +228,7 @@ __device__ __forceinline__ T exchange(PushedExchange<CLUSTER, WARPS, T>& ex, T v
 // combines the CLUSTER slots as cluster_merge does (lane l slot l % CLUSTER,
 // then the butterfly): bitwise the same result.  The per-row barrier's release
 // arrival compiled to MEMBAR.ALL.GPU and ERRBAR in every warp, which waited
-// for the warp's previous row's output stores (ncu, H200, probe 76: 19 % of
-// single_read's stall samples at 4096 x 151936).
+// for the warp's previous row's output stores (notes/TUNING.md#the-pushed-merge).
 // Reuse: a block pushes row it + 2's pair into the slot set of row it only
 // after it has had every block's pair of row it + 1, which each block pushes
 // after a block-wide barrier that follows its reads of row it's slots (the

@@ -12,9 +12,8 @@
 // vectors, as store4_warp needs):
 //   1. all of the thread's vectors loaded at once (load_held: one base
 //      address, the vectors past the slice padded so that no reduction
-//      needs a predicate; evict-last, or evict-first for few rows and
-//      clusters of 16 at two blocks per SM, CR_STREAM_LOADS: the launch
-//      rule's measurements, softmax_lab/variants.py cluster_row_plan);
+//      needs a predicate; evict-last, or evict-first for a forward of fewer
+//      rows than SMs, CR_STREAM_LOADS, as the launch rule picks: notes/TUNING.md#load-policies);
 //   2. the thread's max, then its sum of e^(x - max); block 0 adds the
 //      scalar head and tail;
 //   3. the row's (M, S) by exchange (cluster.cuh): each warp's merged pair
@@ -25,14 +24,10 @@
 //      no cluster barrier after the reduction;
 //   4. y = e^(x - M) / S (or (x - M) - log S) from the registers, 16-byte
 //      stores at any alignment of float y (store4_warp).
-// H200, 2026-12-01 (notes/tune-runs/2026-12-01-cluster_row-*.txt, ÷ a
-// copy): the padded loads took 4096 x 151936 at 8 x 256 x 19 from 1.86 to
-// 1.20 (ncu had shown quack's same block shape at twice the bandwidth, and
-// the SASS issued the loads seven at a time), 132 x 151936 from 1.46 to
-// 1.23; the pushed exchange, against a pair published in shared memory and
-// read through distributed shared memory between two cluster barriers,
-// 1.14 against 1.24 there, 132 x 32000-393216 1.10-1.26 against 1.15-1.39
-// (notes/tune-runs/2026-12-01-cluster_row-grid.txt).
+// Why the padded loads: with a predicate per load, ptxas issued the loads
+// seven at a time (notes/TUNING.md#held-loads); why the pushed exchange: no
+// cluster barrier between a block's reduction and its output
+// (notes/TUNING.md#the-exchange-and-the-relaxed-arrival).
 //
 // Elements: float32, float16 or bfloat16 (SOFTMAX_DTYPE), softmax or
 // log_softmax (SOFTMAX_LOG), and the backward ops (SOFTMAX_BACKWARD: y and
@@ -50,9 +45,9 @@
 // leave part of it unwritten.
 // float32 softmax takes e by exp_elem's FFMA and ex2.approx.ftz (shift 2^24:
 // InPlaceScale's two multiplies), not exp_approx's six instructions: four
-// blocks per SM spend their short rows' time in the exponentials (H200,
-// notes/TUNING.md: 8192 x 65536 1.049 -> 1.040 x copy, 4096 x 50257 1.070 ->
-// 1.062; single_read, one block per SM, lost 0.9 % at 393216 with it).
+// blocks per SM spend their short rows' time in the exponentials, where
+// single_read's one block per SM has issue slots to spare
+// (notes/TUNING.md#exponentials-in-cluster_row).
 #ifndef FLOAT_EXP_FTZ
 #define FLOAT_EXP_FTZ 1
 #endif
@@ -76,20 +71,11 @@
 #endif
 #define CR_LOAD (CR_STREAM_LOADS ? LOAD_STREAM : LOAD_KEEP)
 // The output stores' L2 policy (common.cuh): plain (evict-normal) for the
-// halves' forward, evict-first for float32's (H200, probe 72, notes/TUNING.md:
-// plain against evict-first, the halves 0.3-2 % faster, bf16 132 x 393216
-// 1.245 -> 1.221 x copy, 4096 x 100003 1.46 -> 1.37; float32 level).
-// The backward: at two or more blocks per SM evict-first stores, with dy
-// loaded evict-last as y is (CR_GRAD_LOAD); at one block per SM (512-thread
-// blocks, float32 rows of 200000 and more) evict-last stores and plain dy
-// loads.  H200, probes 109-110 (notes/TUNING.md: CUPTI kernel durations,
-// no call's inputs left in L2 by the call before), float32, µs a call:
-// 4096 x 151936 softmax backward 1705.9 -> 1689.4 (quack's softmax_bwd
-// 1695.3, torch.add 1698), 8192 x 65536 1462 -> 1441, 12000 x 50000 1631 ->
-// 1615, 16384 x 32000 1427 -> 1407; 0.2-1.4 % faster at each of 19 shapes of
-// 1000 rows or more at two blocks per SM, level within the noise of kernels of
-// 10-60 us at 16-132 rows; at one block per SM 0.2-0.4 % slower (4096 x
-// 393216 4781 -> 4801), so those keep the evict-last stores.
+// halves' forward, evict-first for float32's.  The backward: at two or more
+// blocks per SM evict-first stores, with dy loaded evict-last as y is
+// (CR_GRAD_LOAD); at one block per SM (512-thread blocks, float32 rows of
+// 200000 and more), where evict-first stores were slower, evict-last stores
+// and plain dy loads (notes/TUNING.md#store-policies).
 #ifndef CR_STORE
 #define CR_STORE (SOFTMAX_BACKWARD ? (CR_BLOCKS_PER_SM >= 2 ? STORE_FIRST : STORE_LAST) \
                   : SOFTMAX_DTYPE != 0 ? STORE_NORMAL : STORE_FIRST)
@@ -101,13 +87,12 @@
 #define CR_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
 // Half softmax keeps x packed and takes e^(x - m_t) twice, by exp_elem (an FFMA
 // and ex2.approx.ftz, against exp_approx's six instructions with the subnormal
-// fixup: bf16 8192 x 65536 1.12 -> 1.03 x copy; e held as floats, one
-// exponential at half the blocks per SM, ran 1.24-1.79: notes/TUNING.md); the
-// halves' log_softmax sums by exp_elem too.
+// fixup); e held as floats, one exponential at half the blocks per SM, was
+// slower (notes/TUNING.md#exponentials-in-cluster_row).  The halves'
+// log_softmax sums by exp_elem too.
 #define CR_HALF_SOFTMAX (SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
-// 1: the blocks' slices start on 128-byte lines of x (below).  H200, probe 90
-// (notes/TUNING.md): the float32 backward 0.2-0.4 % faster at 128256-196608
-// columns (4096 x 151936 1.010 -> 1.008 x its floor), the forward level.
+// 1: the blocks' slices start on 128-byte lines of x (below), so that no line
+// is split between two blocks (notes/TUNING.md#line-slices).
 #ifndef CR_LINE_SLICES
 #define CR_LINE_SLICES 1
 #endif
@@ -204,8 +189,8 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     scalar = exp_elem(scalar, base);
     acc.sum += scalar;
 #else
-    // log_softmax (and float32's): the sum of halves by exp_elem (shift 0; bf16
-    // 4096 x 65536 1.07 -> 1.03 x copy, notes/TUNING.md), floats' by exp_approx.
+    // log_softmax (and float32's): the sum of halves by exp_elem (shift 0;
+    // notes/TUNING.md#exponentials-in-cluster_row), floats' by exp_approx.
     MaxSum acc = held_max_sum<SOFTMAX_DTYPE != 0>(raw);
     if (rank == 0)
         for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) online_add1(acc, load_scalar(r, scalar_index(r, k)));

@@ -206,11 +206,10 @@ __device__ __forceinline__ i64 scalar_count(const RowSpanOf<T>& r) {
     return r.n - RowSpanOf<T>::VEC * r.vecs;
 }
 
-// An L2 cache policy that keeps lines over evict-normal ones.  Measured on the
-// H200 (notes/TUNING.md): single_read's output stores and input copies tagged
-// evict-last ran the headline 4-6 % faster than plain or evict-first (.cs)
-// accesses; the multi-pass kernels, whose later passes re-read x from L2, are
-// faster with evict-first (.cs) output stores.
+// An L2 cache policy that keeps lines over evict-normal ones: single_read's
+// output stores and input copies are faster with it than plain or evict-first
+// (.cs); the multi-pass kernels, whose later passes re-read x from L2, are
+// faster with evict-first (.cs) output stores (notes/TUNING.md#l2-policy-of-single_read).
 __device__ __forceinline__ unsigned long long l2_evict_last() {
     unsigned long long policy;
     asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
@@ -219,10 +218,10 @@ __device__ __forceinline__ unsigned long long l2_evict_last() {
 
 // The output stores' L2 policies: evict-first (.cs), evict-last, or a plain
 // C++ store (evict-normal), which, unlike the other two's asm with its memory
-// clobber, lets the compiler move shared-memory loads across it
-// (multi_block_smem's halves: probe 73, notes/TUNING.md, 1.40 -> 1.27 x copy
-// at bf16 132 x 1048576, where the same store as asm gained 0.5 %, probe 74;
-// single_read's cluster kernel ran 1.6-2.5 x slower with it, probe 73).
+// clobber, lets the compiler move shared-memory loads across it: what made it
+// pay in multi_block_smem's halves, where the same store as asm did not
+// (notes/TUNING.md#l2-policies-of-multi_block_smem; single_read's cluster
+// kernel is slower with it).
 enum { STORE_FIRST, STORE_LAST, STORE_NORMAL };
 
 // One 16-byte store to a 16-byte aligned address, by policy.

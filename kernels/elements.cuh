@@ -253,8 +253,7 @@ __device__ __forceinline__ RowOutput row_output(float m, float sum) {
 // predicated multiplies around the ex2 unit: hidden behind memory at 8 bytes
 // an element, but in cluster_row's short rows: FLOAT_EXP_FTZ below, shift 24
 // for softmax, outputs reaching 2^-150).  Halves move half the bytes per element and the instructions
-// per element set the pace (ncu, H200: 45 % of the issue slots busy at the
-// headline against fp32's 26 %), so they take one FFMA and ex2.approx.ftz:
+// per element set the pace (notes/TUNING.md#halves-instructions), so they take one FFMA and ex2.approx.ftz:
 // 2^EXP_SHIFT e^(x - base), the shift keeping every e that can still round
 // to a nonzero output out of ex2's flushed range (below 2^-126): bfloat16
 // softmax outputs reach 2^-133 (shift 8); float16's stop at 2^-24 and
@@ -335,8 +334,8 @@ __device__ __forceinline__ void write_span(const RowSpanOf<T>& r, i64 v0, i64 v1
 // 1 + t (one element far above the rest): t must survive the running sum.
 // Once the sum holds the row's max (its e is 1), a vector whose terms add up to
 // less than half the sum's last place (2^-24) adds nothing, and a thread of 16
-// such vectors dropped 2^-21 of t: 2 ulp of a float16 output near -2^-12 (H200,
-// 2026-12-01, multi_block; notes/tune-runs/2026-12-01-log-near-zero-p25.txt).
+// such vectors dropped 2^-21 of t: 2 ulp of a float16 output near -2^-12
+// (notes/TUNING.md#compensated-log-sums).
 // `lost` carries what each addition rounds away (Kahan) for the caller to take
 // back; a rescale to a new max scales it with the sum.
 template <typename V>
@@ -457,9 +456,7 @@ __device__ __forceinline__ HalfVecs<H> vecs_from(HalfVecs<H> in, i64 first) {
 // that the reductions ignore lets them run without a predicate per vector:
 // with one (j < count) held from each load to its use, ptxas ran out of
 // predicate registers and issued the loads in groups of at most seven, each
-// group waited on before the next was issued (SASS of cluster_row, H200,
-// 2026-12-01: 19 loads a thread at half the bandwidth of quack's same block
-// shape).
+// group waited on before the next was issued (notes/TUNING.md#held-loads).
 // How many of the vectors first, first + STRIDE, ... (V at most) lie below
 // end: a thread's run in [v0, end) starting at first = v0 + threadIdx.x.
 template <int STRIDE, int V>
@@ -471,10 +468,8 @@ __device__ __forceinline__ int held_count(i64 first, i64 end) {
 // createpolicy, made once by the caller); `v` keeps what it held where `load`
 // is false.  The predicate lives inside the asm: a C++ `j < count ? load :
 // pad` around an asm load became a branch (BSSY / BRA / BSYNC) and a fresh
-// createpolicy per vector, about a quarter of the instructions of
-// cluster_row's float32 backward (ncu, H200, probe 93; predicated, its
-// 4096 x 196608 ran 1.015 -> 1.007 x torch.add, 132 x 393216 softmax 1.095
-// -> 1.054 x copy: probe 94, notes/TUNING.md).
+// createpolicy per vector, a large part of the instructions of cluster_row's
+// float32 backward (notes/TUNING.md#held-loads).
 // C: the registers' constraint ("f" or "r"); OP: the load, TAIL: its policy operand (%6) and the end.
 #define HELD_LOAD_IF(C, OP, TAIL)                                                               \
     asm volatile("{ .reg .pred q; setp.ne.b32 q, %4, 0; @q " OP " {%0, %1, %2, %3}, [%5]" TAIL \

@@ -30,15 +30,13 @@
 // reduce each slot as its bulk copy lands and tell the writers (an mbarrier
 // a slot); the writers write the oldest reduced slot once its row is
 // complete, then refill it.  So one group's phase overlaps the other's, where
-// the one-group schedule runs them one after another (probe 62, H200,
-// float32: 512 x 8 x 3 split 1.02-1.20 x copy at 600001-2M columns against
-// 1.09-1.26 for the two blocks per SM it replaced).  In four slots of
-// 512 x 7 (the one group's 528 chunks) it runs 2M-3M at 1.06-1.16 against
-// the one group's 1.19-1.28; below two rows held (4M: 1.84) the one group of
-// 448 x 8 x 4 is faster, 1.33-1.36 against 1.38-1.40 (probes 88, 90), unless
-// the split takes companions (below), with which it holds two rows of
-// tickets (the launch rule: softmax_lab/variants.py, multi_block_smem_block).  The writers take the exponential (no e in
-// place: a reducer's max would have to pass to a writer).  `lag` is unused.
+// the one-group schedule runs them one after another.  The split leads where
+// its ring holds two rows or more; below that the one group of 448 x 8 x 4
+// waits better, unless the split takes companions (below), with which it
+// holds two rows of tickets (the launch rule: softmax_lab/variants.py,
+// multi_block_smem_block; notes/TUNING.md#the-split-schedule).  The writers
+// take the exponential (no e in place: a reducer's max would have to pass to
+// a writer).  `lag` is unused.
 // A reducer holds 2 x MBS_VPT vectors; halves sum them as two runs
 // (split_max_sum).
 //
@@ -103,10 +101,8 @@ static_assert(MBS_VPT >= 1 && MBS_SLOTS >= 2 && MBS_BLOCKS_PER_SM >= 1, "positiv
 // before its stores (MBS_EARLY_FILL 1), where the launch rule says so: where the
 // ring holds few rows, a row completes only once slots that the row before
 // frees are refilled, and the stores' issue under DRAM write pressure sat on
-// that path; with rows to spare the refill competes with the stores (probes
-// 96-97, H200, float32 ÷ copy: 132 x 3145728 (2.4 rows held) 1.13 -> 1.07,
-// 32 x 3600000 (2.1) 1.24 -> 1.18; 132 x 2400000 (3.1) 1.06 -> 1.09, 512 x
-// 1048576 (6.2) 1.02 -> 1.07; the one group at 4M, 1.84 rows: 1.35 -> 1.36).
+// that path; with rows to spare the refill competes with the stores
+// (notes/TUNING.md#early-fill).
 #ifndef MBS_EARLY_FILL
 #define MBS_EARLY_FILL 0
 #endif
@@ -119,21 +115,15 @@ static_assert(!MBS_EARLY_FILL || MBS_SPLIT, "early refills: the split schedule's
 // read again from x (from L2, where it stayed).  So the ring needs
 // `held_chunks` of a row, not `chunks`: the launch rule picks half the ring,
 // so that the split runs with two rows held, and device memory still sees
-// about one read of x (probes 99-103, H200, float32 ÷ copy, one group /
-// companions: 32 x 4194304 1.38 -> 1.23, 132 x 4194304 1.36 -> 1.17; past
-// the one group's row, multi_block_l2 / companions: 16 x 10000000 1.49 ->
-// 1.43, bf16 64 x 8388608 1.49 -> 1.25).
+// about one read of x (notes/TUNING.md#companions).
 #ifndef MBS_COMPANIONS
 #define MBS_COMPANIONS 0
 #endif
 static_assert(!MBS_COMPANIONS || MBS_SPLIT, "companions: the split schedule's");
 // L2 policies: x's bulk copies evict-last, the outputs' 16-byte stores
-// evict-normal (H200, probe 73, notes/TUNING.md, against evict-first both:
-// float32 132 x 4194304 1.40 -> 1.34 x copy, 132 x 1048576 1.12 -> 1.07,
-// bf16 132 x 4194304 1.32 -> 1.20, fp16 log_softmax 512 x 1048576 1.13 ->
-// 1.03; the copies gained for float32, the stores for the halves).  With
-// companions the copies evict first, leaving L2 to the companions that are
-// read twice (probe 101: float32 4M-6M 3-6 % faster, 7M-8M 1 % slower).
+// evict-normal (against evict-first both, the copies gained for float32, the
+// stores for the halves).  With companions the copies evict first, leaving L2
+// to the companions that are read twice (notes/TUNING.md#l2-policies-of-multi_block_smem).
 #ifndef MBS_COPY_LAST  // 1: x's bulk copies evict-last, 0: evict-first
 #define MBS_COPY_LAST (!MBS_COMPANIONS)
 #endif
@@ -225,7 +215,7 @@ __device__ __forceinline__ void load_from_slot(raw_t (&raw)[MBS_GVPT], const raw
 // runs of MBS_VPT apart and merge them: one sum of 16 half vectors that holds
 // the row's max loses the terms below half its last place, which float16
 // log_softmax's outputs near 0 need (tests/test_dtypes_gpu.py
-// test_log_softmax_near_0: 2.09 ulp in one sum, probe 61).  float32 keeps one sum.
+// test_log_softmax_near_0; notes/TUNING.md#the-split-schedule).  float32 keeps one sum.
 __device__ __forceinline__ MaxSum split_max_sum(const raw_t (&raw)[MBS_GVPT]) {
 #if SOFTMAX_DTYPE == 0
     return held_max_sum<MBS_EXP_ELEM>(raw);

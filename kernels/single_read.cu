@@ -34,7 +34,7 @@
 //      made of two neighbouring ones (warp shuffles, and shared memory across
 //      warps), so only the 3 + 3 floats (7 + 7 halves) at a slice's ends are
 //      stored one by one.  Loads and stores carry an L2 evict-last policy
-//      (measured faster, notes/TUNING.md).
+//      (faster than plain or evict-first: notes/TUNING.md#l2-policy-of-single_read).
 //
 // Memory-merged groups (SR_MEMORY_MERGE, forward only): rows longer than a
 // cluster holds are split over a group of any resident blocks on any SMs (a
@@ -78,7 +78,8 @@
 
 // 1: the per-row merge over the cluster pushed (cluster.cuh row_exchange), not
 // published between two cluster barriers; the launch rule sets it for clusters
-// of 8 or more (softmax_lab/variants.py, PUSHED_MERGE_MIN_CLUSTER).
+// of 8 or more (softmax_lab/variants.py, PUSHED_MERGE_MIN_CLUSTER), where it
+// was faster; in clusters of 4 it was slower (notes/TUNING.md#the-pushed-merge).
 #ifndef SR_PUSHED_MERGE
 #define SR_PUSHED_MERGE 0
 #endif
@@ -109,11 +110,10 @@ static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 + SR_CAPACITY / 2 + 1024
 #define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
 #define SR_REGISTER_BUDGET (16384 / (32 * SR_WARPS_PER_PARTITION) / 8 * 8)
 // The row: 4 registers per vector (4 floats, or 8 packed halves), 8 when wide
-// (8 widened halves).  Others (measured with ptxas, NVRTC 12.9; variants.py):
-// 32, 40 without a cluster, 76 for packed halves without a cluster, 40 for
-// wide ones (fp16 1 x 512 x 12 spilled at 32).  Wide, at most 12 vectors (96
-// registers, as 24 of floats): past 12, ptxas needed up to 40 others with a
-// cluster too (2 x 256 x 27 spilled at 248 registers).
+// (8 widened halves).  Others (ptxas's spills set them; variants.py mirrors
+// them; notes/TUNING.md#register-budgets): 32, 40 without a cluster, 76 for
+// packed halves without a cluster, 40 for wide ones.  Wide, at most 12 vectors
+// (96 registers, as 24 of floats): past 12, ptxas needed more others.
 #define SR_REGISTERS_PER_VECTOR (SR_WIDE ? 8 : 4)
 #ifndef SR_OTHER_REGISTERS  // -DSR_OTHER_REGISTERS=0 lets ptxas be probed past the model
 #define SR_OTHER_REGISTERS (SR_CLUSTER > 1 || SR_MEMORY_MERGE ? 32 : SOFTMAX_DTYPE == 0 || SR_WIDE ? 40 : 76)
@@ -125,8 +125,8 @@ static_assert(!SR_WIDE || SR_VPT <= 12, "wide: at most 12 vectors (96 registers)
 // Step 2 and the aligned stores take a slice that holds all but each thread's
 // last vector without comparing indices (the whole path): halves always, float32
 // where its blocks keep 128 registers a thread (at 96, ptxas spilled it).
-// variants.py's WHOLE_PATH_REGISTERS is this rule's 128, with the measurements;
-// its block shapes give float32 slices such blocks where they hold them.
+// variants.py's WHOLE_PATH_REGISTERS is this rule's 128; its block shapes give
+// float32 slices such blocks where they hold them (notes/TUNING.md#the-whole-path).
 #ifndef SR_WHOLE_PATH
 #define SR_WHOLE_PATH (SOFTMAX_DTYPE != 0 || SR_REGISTER_BUDGET >= 128)
 #endif
@@ -294,8 +294,8 @@ __device__ __forceinline__ void store_slice_realigned(const RowSpanOf<elem_t>& r
 
 // Where a slice starts in its stage: 0, or (SR_LINE_SHIFT) its source's
 // vector offset in a 128-byte line, so that the bulk copy's source and
-// destination sit alike in their lines (a copy between different offsets
-// ran up to 28 % slower: softmax_lab/variants.py, line_shifted).
+// destination sit alike in their lines (a copy between different offsets is
+// slow: notes/TUNING.md#the-line-shift; the launch rule picks it, line_shifted).
 __device__ __forceinline__ int line_offset(const void* src) {
     return SR_LINE_SHIFT ? (int)(((size_t)src >> 4) & 7) : 0;
 }
@@ -433,10 +433,9 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         vec_t raw[SR_VPT];
         // A slice that holds every thread's vectors but the last (every row of
         // a plan filled to (SR_VPT - 1) / SR_VPT or more, as the derived plans
-        // are) loads those whatever their index: 2 % of the halves' time at
-        // 4096 x 393216, 0.6-1.7 % at 100003-200003, level elsewhere (H200,
-        // notes/tune-runs/2026-12-01-most-slices-p31.txt; a second loop for
-        // them without predicates lost 1 % at 151936, p30).
+        // are) loads those whatever their index: fewer instructions, which is
+        // what the halves' one-block plans wait on; one loop, not a second
+        // one for whole slices (notes/TUNING.md#halves-instructions).
         const bool most = SR_WHOLE_PATH && s.vecs >= (SR_VPT - 1) * SR_THREADS;
 #if SR_PACKED_MAX
         unsigned max_pair = NEG_INF_PAIR;
@@ -531,9 +530,8 @@ extern "C" __global__ void __launch_bounds__(SR_THREADS, SR_BLOCKS_PER_SM)
         }
 #endif
         if (s.r.y_shift == 0) {
-            // Two forms of one loop: the whole path's (measured with `most`:
-            // p31, p36) and the form without it (one form for both changed the
-            // halves' SASS).
+            // Two forms of one loop: the whole path's (with `most`) and the form
+            // without it (one form for both changed the halves' SASS).
 #if SR_WHOLE_PATH
             elem_t* dst = s.r.y + s.r.head + SR_VEC * (s.v0 + t);
 #pragma unroll
@@ -654,8 +652,8 @@ extern "C" __global__ void __launch_bounds__(32 * SR_ROW_WARPS, 16 / SR_ROW_WARP
 #endif
         // A warp's 32 vectors are one run of store_run (store_warp).  (A
         // whole-row run, lane 31 taking lane 0's vector of the next k, must have
-        // lane 0 *provide* that vector to the shuffle: run7 shows the first try,
-        // where lane 31 asked for it, wrong; kept per warp until measured.)
+        // lane 0 *provide* that vector to the shuffle; the first try had lane
+        // 31 ask for it, wrong: notes/TUNING.md#warp-row-loads.)
 #pragma unroll
         for (int k = 0; k < SR_WARP_VPT; ++k) {
             const i64 j = t + 32 * SR_ROW_WARPS * k;

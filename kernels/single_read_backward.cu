@@ -53,7 +53,8 @@ static_assert(8 * SR_VPT + SRB_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR
 // stages hold dy alone, and each thread loads its vectors of y straight from
 // device memory (plain loads) as it moves its dy from the stage, so that y's
 // loads are in flight during the barriers before step 5.  variants.py
-// (single_read_backward_plan) builds the halves' log_softmax so.
+// (single_read_backward_plan) builds the halves' log_softmax in clusters so
+// (notes/TUNING.md#y-direct).
 #ifndef SRB_Y_DIRECT
 #define SRB_Y_DIRECT 0
 #endif
@@ -69,10 +70,8 @@ static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 * SRB_STAGED + SR_CAPACI
 // (ptxas spilled 2-20 bytes at 8 x 512 x 12 and 4 x 608 x 8 halves, whose rows
 // fill the budget), and not for the halves' log_softmax at a budget of 128 or
 // more: ptxas (NVRTC 12.9) takes all 128 there whatever the row, and spilled
-// 4 bytes with the pair ahead at 4 x 512 x 6 to 8 x 512 x 7.  H200
-// (notes/tune-runs/2026-12-01-scalar-ahead-p22.txt, 4096 rows ÷ torch.add,
-// ahead / not): bf16 100003 1.25 / 1.37 (log_softmax 1.41 / 1.56), float32
-// 100003 1.15 / 1.25, float32 128259 1.07 / 1.15.
+// 4 bytes with the pair ahead at 4 x 512 x 6 to 8 x 512 x 7.  Rows off 16
+// bytes run faster with it (notes/TUNING.md#single_read-backward).
 #ifndef SRB_SCALAR_AHEAD
 #define SRB_SCALAR_AHEAD \
     (8 * SR_VPT + SRB_OTHER_REGISTERS < SR_REGISTER_BUDGET && !(SOFTMAX_DTYPE != 0 && SOFTMAX_LOG && SR_REGISTER_BUDGET >= 128))

@@ -81,7 +81,7 @@ def test_random_shapes_every_variant_dtype_and_op(name, dtype, op):
     torch = _torch()
     seed = zlib.crc32(f"{name}-{dtype}-{op}".encode())
     rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)  # the inputs too: a failure replays (one was not, 2026-12-02: TUNING.md, p43)
+    torch.manual_seed(seed)  # the inputs too: a failure replays (one was not, 2026-12-02: notes/TUNING.md#compensated-log-sums, p43)
     worst = 0.0
     for _ in range(60):
         x = _random_input(torch, rng, dtype)
