@@ -11,6 +11,7 @@ from multiprocessing import Pool
 
 import softmax_lab  # noqa: F401 (imports softmax_lab.variants)
 from softmax_lab import loader
+from softmax_lab.problem import ALL_OPS, BACKWARD_OPS, DTYPES, kernel_defines
 
 V = sys.modules["softmax_lab.variants"]
 
@@ -18,9 +19,9 @@ V = sys.modules["softmax_lab.variants"]
 def build(job):
     """(job, registers, spilled bytes) of one build at the model's blocks per SM."""
     dtype, op, cluster, threads, vpt = job
-    arrays = 2 if op in V.BACKWARD_OPS else 1
-    blocks = V.cluster_row_blocks_per_sm(threads, vpt, arrays, V.DTYPES[dtype], cluster)
-    defines = V.kernel_defines(dtype, op) | {"CR_CLUSTER": cluster, "CR_THREADS": threads, "CR_VPT": vpt,
+    arrays = 2 if op in BACKWARD_OPS else 1
+    blocks = V.cluster_row_blocks_per_sm(threads, vpt, arrays, DTYPES[dtype], cluster)
+    defines = kernel_defines(dtype, op) | {"CR_CLUSTER": cluster, "CR_THREADS": threads, "CR_VPT": vpt,
                                              "CR_BLOCKS_PER_SM": blocks}
     _, log = loader.nvrtc_cubin("cluster_row.cu", "sm_90", defines, ("--ptxas-options=-v",))
     registers = int(re.search(r"Used (\d+) registers", log).group(1))
@@ -30,8 +31,8 @@ def build(job):
 
 def main():
     jobs = sorted({(dtype, op, cluster, threads, vpt)
-                   for dtype, itemsize in V.DTYPES.items() for op in V.ALL_OPS
-                   for threads, most in V.CR_BLOCK_SHAPES[2 if op in V.BACKWARD_OPS else 1, itemsize]
+                   for dtype, itemsize in DTYPES.items() for op in ALL_OPS
+                   for threads, most in V.CR_BLOCK_SHAPES[2 if op in BACKWARD_OPS else 1, itemsize]
                    for vpt in range(1, most + 1) for cluster in (1, 16)})
     with Pool(2) as pool:
         spills = [r for r in pool.imap_unordered(build, jobs) if r[2]]

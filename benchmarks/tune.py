@@ -25,6 +25,7 @@ import numpy as np
 
 import softmax_lab
 import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
+from softmax_lab.problem import Shape
 from softmax_lab.reference import relative_error, softmax_reference
 
 V = sys.modules["softmax_lab.variants"]
@@ -152,7 +153,7 @@ def main():
         row = {"rows": rows, "cols": cols, "x_offset": xo, "y_offset": yo, "gib": x.nbytes / 2**30,
                "buffer_sets": sets, "copy_ms": copy_ms, "runs": []}
         print(f"\n== {rows} x {cols} (x+{xo}, y+{yo}), {x.nbytes / 2**30:.2f} GiB: copy {copy_ms:.4f} ms", flush=True)
-        shape = V.Shape(rows, cols, xb.shape[1], yb.shape[1], x.data.ptr % 16, y.data.ptr % 16)
+        shape = Shape(rows, cols, xb.shape[1], yb.shape[1], x.data.ptr % 16, y.data.ptr % 16)
 
         def record(label, make_run, extra=None):
             try:
