@@ -7,7 +7,8 @@
 //
 // Block b of a cluster of CR_CLUSTER holds slice b of the row's 16-byte
 // vectors (ceil(vecs / CR_CLUSTER) of them, rounded up to whole 128-byte lines
-// of x where the block holds that: CR_LINE_SLICES), CR_VPT per thread, vector
+// of x where the block holds that, so that no line is split between two
+// blocks: notes/TUNING.md#line-slices), CR_VPT per thread, vector
 // v0 + t + j * CR_THREADS for thread t (a warp's lanes hold consecutive
 // vectors, as store4_warp needs):
 //   1. all of the thread's vectors loaded at once (load_held: one base
@@ -48,9 +49,7 @@
 // blocks per SM spend their short rows' time in the exponentials, where
 // single_read's one block per SM has issue slots to spare
 // (notes/TUNING.md#exponentials-in-cluster_row).
-#ifndef FLOAT_EXP_FTZ
-#define FLOAT_EXP_FTZ 1
-#endif
+#define FLOAT_EXP_FTZ 1  // elements.cuh's switch, before its include
 #include "cluster.cuh"
 #include "elements.cuh"
 
@@ -76,13 +75,9 @@
 // (CR_GRAD_LOAD); at one block per SM (512-thread blocks, float32 rows of
 // 200000 and more), where evict-first stores were slower, evict-last stores
 // and plain dy loads (notes/TUNING.md#store-policies).
-#ifndef CR_STORE
 #define CR_STORE (SOFTMAX_BACKWARD ? (CR_BLOCKS_PER_SM >= 2 ? STORE_FIRST : STORE_LAST) \
                   : SOFTMAX_DTYPE != 0 ? STORE_NORMAL : STORE_FIRST)
-#endif
-#ifndef CR_GRAD_LOAD  // dy's aligned loads (the backward): see CR_STORE
-#define CR_GRAD_LOAD (CR_BLOCKS_PER_SM >= 2 ? LOAD_KEEP : LOAD_PLAIN)
-#endif
+#define CR_GRAD_LOAD (CR_BLOCKS_PER_SM >= 2 ? LOAD_KEEP : LOAD_PLAIN)  // dy's aligned loads (the backward): see CR_STORE
 // float32 softmax keeps e = e^(x - m_t) in place of x (one exponential per element).
 #define CR_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
 // Half softmax keeps x packed and takes e^(x - m_t) twice, by exp_elem (an FFMA
@@ -91,11 +86,6 @@
 // slower (notes/TUNING.md#exponentials-in-cluster_row).  The halves'
 // log_softmax sums by exp_elem too.
 #define CR_HALF_SOFTMAX (SOFTMAX_DTYPE != 0 && !SOFTMAX_LOG && !SOFTMAX_BACKWARD)
-// 1: the blocks' slices start on 128-byte lines of x (below), so that no line
-// is split between two blocks (notes/TUNING.md#line-slices).
-#ifndef CR_LINE_SLICES
-#define CR_LINE_SLICES 1
-#endif
 static_assert(CR_CLUSTER >= 1 && CR_CLUSTER <= 16 && (CR_CLUSTER & (CR_CLUSTER - 1)) == 0,
               "a power-of-two cluster of at most 16 blocks (the butterfly merge)");
 static_assert(CR_THREADS % 32 == 0 && CR_THREADS >= 32 && CR_THREADS <= 1024, "whole warps, at most 1024");
@@ -123,15 +113,13 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     exchange_open(ex);  // the cluster barrier's arrival: its wait comes before the pushes
     const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
     // Block b's slice: vectors [b per_block - shift, (b + 1) per_block - shift) of the body, clipped
-    // to it.  CR_LINE_SLICES: where the blocks hold it, per_block is a whole number of 128-byte
+    // to it.  Where the blocks hold it, per_block is a whole number of 128-byte
     // lines and shift the body's first vector's place in its line, so that no line of x is split
     // between two blocks; else an even split (shift 0).
     i64 per_block = (r.vecs + CR_CLUSTER - 1) / CR_CLUSTER, shift = 0;
-#if CR_LINE_SLICES
     const i64 line_shift = (i64)(((size_t)(r.x + r.head) & 127u) / 16u);
     const i64 lined = ((r.vecs + line_shift + CR_CLUSTER - 1) / CR_CLUSTER + 7) & ~(i64)7;
     if (lined <= (i64)CR_THREADS * CR_VPT) per_block = lined, shift = line_shift;
-#endif
     if (per_block > (i64)CR_THREADS * CR_VPT) __trap();  // the launch rule's invariant
     const i64 v0 = min(max((i64)rank * per_block - shift, (i64)0), r.vecs);
     const i64 v1 = min((i64)(rank + 1) * per_block - shift, r.vecs);

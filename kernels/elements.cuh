@@ -582,22 +582,18 @@ __device__ __forceinline__ GradRow<T> grad_row(const RowSpanOf<T>& r, const T* g
     return {g, (int)((((size_t)(g + r.head)) & 15u) / sizeof(T))};
 }
 
-// dy's 16-byte loads: load_raw's policy GRAD_LOAD (plain __ldg by default; a
-// build define for probes).
-#ifndef GRAD_LOAD
-#define GRAD_LOAD LOAD_PLAIN
-#endif
+// dy's 16-byte loads: plain (__ldg, LOAD_PLAIN) unless the caller picks a policy.
 
 __device__ __forceinline__ float4 load_grad_vec(const RowSpan& r, GradRow<float> g, i64 v) {
     const float* p = g.g + r.head + 4 * v;
-    if (g.g_shift == 0) return load_raw<GRAD_LOAD>(reinterpret_cast<const float4*>(p), 0);
+    if (g.g_shift == 0) return load_raw<LOAD_PLAIN>(reinterpret_cast<const float4*>(p), 0);
     return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
 }
 
 template <typename H>
 __device__ __forceinline__ Floats8 load_grad_vec(const RowSpanOf<H>& r, GradRow<H> g, i64 v) {
     const H* p = g.g + r.head + 8 * v;
-    if (g.g_shift == 0) return widen8<H>(load_raw<GRAD_LOAD>(HalfVecs<H>{reinterpret_cast<const uint4*>(p)}, 0));
+    if (g.g_shift == 0) return widen8<H>(load_raw<LOAD_PLAIN>(HalfVecs<H>{reinterpret_cast<const uint4*>(p)}, 0));
     Floats8 f;
 #pragma unroll
     for (int c = 0; c < 8; ++c) f.v[c] = to_float(p[c]);
@@ -606,7 +602,7 @@ __device__ __forceinline__ Floats8 load_grad_vec(const RowSpanOf<H>& r, GradRow<
 
 // load_held for dy: grad[j] = dy's body vector first + j * STRIDE for j < count, zero beyond;
 // POLICY: the aligned loads' L2 policy (cluster_row picks its own).
-template <int STRIDE, int POLICY = GRAD_LOAD, int V, typename T, typename G>
+template <int STRIDE, int POLICY = LOAD_PLAIN, int V, typename T, typename G>
 __device__ __forceinline__ void load_held_grads(G (&grad)[V], const RowSpanOf<T>& r, GradRow<T> g, i64 first,
                                                 int count) {
     const GradRow<T> run = {g.g + RowSpanOf<T>::VEC * first, g.g_shift};

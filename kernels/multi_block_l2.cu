@@ -49,16 +49,11 @@
 #ifndef MBL2_VPT  // 16-byte vectors per thread and chunk (of each array), all loads in flight at once;
 #define MBL2_VPT (SOFTMAX_BACKWARD ? 1 : 4)  // variants.py multi_block_l2_defines sets it per device
 #endif
-#ifndef MBL2_FIRST_READ  // the first read's L2 policy: evict-last, so the lines stay for the second
-#define MBL2_FIRST_READ LOAD_KEEP
-#endif
 #ifndef MBL2_BLOCKS_PER_SM
 #define MBL2_BLOCKS_PER_SM 2
 #endif
-#ifndef MBL2_EXP_ELEM  // halves: the sums (and softmax's outputs) by exp_elem, as cluster_row's (elements.cuh)
+// The halves' forward: the sums (and softmax's outputs) by exp_elem, as cluster_row's (elements.cuh).
 #define MBL2_EXP_ELEM (SOFTMAX_DTYPE != 0 && !SOFTMAX_BACKWARD)
-#endif
-static_assert(!MBL2_EXP_ELEM || (SOFTMAX_DTYPE != 0 && !SOFTMAX_BACKWARD), "exp_elem differs from exp_approx for halves only");
 static_assert(MBL2_THREADS % 32 == 0 && MBL2_THREADS >= 32 && MBL2_THREADS <= 1024, "whole warps, at most 1024");
 static_assert(MBL2_VPT >= 1 && MBL2_BLOCKS_PER_SM >= 1, "positive sizes");
 
@@ -144,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
             if (again)
                 load_held<LOAD_STREAM, MBL2_THREADS>(raw, in, first, mine, pad);
             else
-                load_held<MBL2_FIRST_READ, MBL2_THREADS>(raw, in, first, mine, pad);
+                load_held<LOAD_KEEP, MBL2_THREADS>(raw, in, first, mine, pad);  // evict-last: kept for the second read
             if (!again) {
 #if SOFTMAX_BACKWARD
                 load_held_grads<MBL2_THREADS>(grad, r, g, first, mine);  // write items load dy after the wait (registers)

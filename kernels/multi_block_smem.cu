@@ -82,11 +82,8 @@
 #ifndef MBS_BLOCKS_PER_SM
 #define MBS_BLOCKS_PER_SM 1
 #endif
-#ifndef MBS_EXP_ELEM  // halves: the sums (and softmax's outputs) by exp_elem, as multi_block_l2's
-#define MBS_EXP_ELEM (SOFTMAX_DTYPE != 0)
-#endif
+#define MBS_EXP_ELEM (SOFTMAX_DTYPE != 0)  // halves: the sums (and softmax's outputs) by exp_elem, as multi_block_l2's
 static_assert(!SOFTMAX_BACKWARD, "multi_block_smem computes the forward ops");
-static_assert(!MBS_EXP_ELEM || SOFTMAX_DTYPE != 0, "exp_elem differs from exp_approx for halves only");
 static_assert(MBS_THREADS % 32 == 0 && MBS_THREADS >= 32 && MBS_THREADS <= 1024, "whole warps, at most 1024");
 static_assert(MBS_VPT >= 1 && MBS_SLOTS >= 2 && MBS_BLOCKS_PER_SM >= 1, "positive sizes, two slots or more");
 
@@ -124,19 +121,11 @@ static_assert(!MBS_COMPANIONS || MBS_SPLIT, "companions: the split schedule's");
 // evict-normal (against evict-first both, the copies gained for float32, the
 // stores for the halves).  With companions the copies evict first, leaving L2
 // to the companions that are read twice (notes/TUNING.md#l2-policies-of-multi_block_smem).
-#ifndef MBS_COPY_LAST  // 1: x's bulk copies evict-last, 0: evict-first
-#define MBS_COPY_LAST (!MBS_COMPANIONS)
-#endif
-#ifndef MBS_STORE
+#define MBS_COPY_LAST (!MBS_COMPANIONS)  // 1: x's bulk copies evict-last, 0: evict-first
 #define MBS_STORE STORE_NORMAL
-#endif
-#ifndef MBS_POLL_NS  // a waiting block's sleep between two reads of its row's slots
-#define MBS_POLL_NS 256
-#endif
-#ifndef MBS_IN_PLACE
+#define MBS_POLL_NS 256  // a waiting block's sleep between two reads of its row's slots (notes/TUNING.md#one-group)
+// float32 softmax in the one-group schedule (the split's writers take the exponential).
 #define MBS_IN_PLACE (SOFTMAX_DTYPE == 0 && !SOFTMAX_LOG && !MBS_SPLIT)
-#endif
-static_assert(!(MBS_IN_PLACE && MBS_SPLIT), "the split schedule's writers take the exponential");
 #define MBS_GROUP (MBS_SPLIT ? MBS_THREADS / 2 : MBS_THREADS)  // threads of a group (the block, unsplit)
 #define MBS_GVPT (MBS_CHUNK / MBS_GROUP)                      // vectors a group's thread holds of a chunk
 static_assert(MBS_GVPT == (MBS_SPLIT ? 2 : 1) * MBS_VPT, "a group's thread holds MBS_VPT vectors, or twice that split");

@@ -115,9 +115,7 @@ static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 + SR_CAPACITY / 2 + 1024
 // packed halves without a cluster, 40 for wide ones.  Wide, at most 12 vectors
 // (96 registers, as 24 of floats): past 12, ptxas needed more others.
 #define SR_REGISTERS_PER_VECTOR (SR_WIDE ? 8 : 4)
-#ifndef SR_OTHER_REGISTERS  // -DSR_OTHER_REGISTERS=0 lets ptxas be probed past the model
 #define SR_OTHER_REGISTERS (SR_CLUSTER > 1 || SR_MEMORY_MERGE ? 32 : SOFTMAX_DTYPE == 0 || SR_WIDE ? 40 : 76)
-#endif
 static_assert(SR_REGISTERS_PER_VECTOR * SR_VPT + SR_OTHER_REGISTERS <=
                   (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
               "the row (4 registers per vector, 8 wide) plus the others must fit the register budget");
@@ -127,9 +125,7 @@ static_assert(!SR_WIDE || SR_VPT <= 12, "wide: at most 12 vectors (96 registers)
 // where its blocks keep 128 registers a thread (at 96, ptxas spilled it).
 // variants.py's WHOLE_PATH_REGISTERS is this rule's 128; its block shapes give
 // float32 slices such blocks where they hold them (notes/TUNING.md#the-whole-path).
-#ifndef SR_WHOLE_PATH
 #define SR_WHOLE_PATH (SOFTMAX_DTYPE != 0 || SR_REGISTER_BUDGET >= 128)
-#endif
 
 // ------------------------------------------------------------ the vectors
 // SR_IN_PLACE: float32 softmax, and half softmax built wide, keep e =

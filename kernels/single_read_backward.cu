@@ -44,9 +44,7 @@
 // others: 32 with a cluster, 40 for a cluster of one block, 56 for halves
 // there (ptxas, NVRTC 12.9: 1 x 512 x 10 halves log_softmax spilled at 48;
 // variants.py BACKWARD_OTHER_REGISTERS* mirror these).
-#ifndef SRB_OTHER_REGISTERS
 #define SRB_OTHER_REGISTERS (SR_CLUSTER > 1 ? 32 : SOFTMAX_DTYPE == 0 ? 40 : 56)
-#endif
 static_assert(8 * SR_VPT + SRB_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
               "the row of y and dy (8 registers per vector pair) plus the others must fit the register budget");
 // SRB_Y_DIRECT (log_softmax only, whose dot is the sum of dy alone): the
@@ -72,10 +70,8 @@ static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 * SRB_STAGED + SR_CAPACI
 // more: ptxas (NVRTC 12.9) takes all 128 there whatever the row, and spilled
 // 4 bytes with the pair ahead at 4 x 512 x 6 to 8 x 512 x 7.  Rows off 16
 // bytes run faster with it (notes/TUNING.md#single_read-backward).
-#ifndef SRB_SCALAR_AHEAD
 #define SRB_SCALAR_AHEAD \
     (8 * SR_VPT + SRB_OTHER_REGISTERS < SR_REGISTER_BUDGET && !(SOFTMAX_DTYPE != 0 && SOFTMAX_LOG && SR_REGISTER_BUDGET >= 128))
-#endif
 
 struct SliceB {
     RowSpanOf<elem_t> r;  // y (the span's x) and dx (its y)
