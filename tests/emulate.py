@@ -413,7 +413,7 @@ def _in_place_only(op):
 
 
 def line_slices(vecs, cluster, line_shift, capacity):
-    """cluster_row's slices (CR_LINE_SLICES): (per_block, shift), block b holding the body's
+    """cluster_row's slices on 128-byte lines: (per_block, shift), block b holding the body's
     vectors [b per_block - shift, (b + 1) per_block - shift) clipped to it; per_block a whole
     number of 8-vector (128-byte) lines past the body's line_shift where `capacity` vectors a
     block hold that, else the even split (shift 0)."""
@@ -791,51 +791,3 @@ def realigned_warp_stores(body, vpt, d):
     return out, writes
 
 
-def long_row_parts(vecs, cluster, threads, vpt, smem_vpt, rank):
-    """long_row.cu long_slice(): (v0, S, R, G) vector counts of block `rank`."""
-    per_block = -(-vecs // cluster)
-    v0 = min(rank * per_block, vecs)
-    n = min(per_block, vecs - v0)
-    s = min(n, threads * smem_vpt)
-    r = min(n - s, threads * vpt)
-    return v0, s, r, n - s - r
-
-
-def long_row(row, misalign=0, threads=32, cluster=4, vpt=2, smem_vpt=3, unroll=4):
-    """long_row.cu: per block, online (max, sum) over G, max over S, R and G's
-    max, e in place for S and R; block and cluster merges; y = e * e^(m - M) / S
-    for S and R, e^(x - M) / S for G (re-read)."""
-    body, scalars = split(row, misalign)
-    head, vecs = row_span(len(row), misalign)
-    out = np.empty_like(row)
-    blocks = []
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        for rank in range(cluster):
-            v0, s, r, g = long_row_parts(len(body), cluster, threads, vpt, smem_vpt, rank)
-            g_vecs = body[v0 + s + r : v0 + s + r + g]
-            gm, gs = online_threads(g_vecs, scalars[:0], threads)
-            on_chip = thread_vectors(body[v0 : v0 + s + r], threads)
-            sc = np.full(threads, NEG_INF, dtype=F32)
-            if rank == 0:
-                sc[: len(scalars)] = scalars
-            m = np.fmax(np.fmax(gm, np.fmax.reduce(on_chip, axis=(0, 2))), sc).astype(F32)
-            base = exp_base(m)
-            e = exp_approx(on_chip - base[None, :, None])
-            e_sc = exp_approx(sc - base)
-            total = (gs * exp_approx(gm - base) + e.sum(axis=(0, 2), dtype=F32) + e_sc).astype(F32)
-            blocks.append((v0, s + r, g, m, e, e_sc, block_merge(m, total)))
-        big_m, big_s = merge_all([b[-1] for b in blocks])
-        for rank, (v0, on, g, m, e, e_sc, _) in enumerate(blocks):
-            scale = (exp_approx(m - big_m) * (F32(1) / big_s)).astype(F32)
-            y = (e * scale[None, :, None]).reshape(-1, 4)[:on]
-            out[head + 4 * v0 : head + 4 * (v0 + on)] = y.reshape(-1)
-            gx = body[v0 + on : v0 + on + g]
-            out[head + 4 * (v0 + on) : head + 4 * (v0 + on + g)] = (exp_approx(gx - exp_base(big_m)) * (F32(1) / big_s)).reshape(-1)
-            if rank == 0 and len(scalars):
-                y_sc = e_sc * scale
-                out[:head] = y_sc[:head]
-                out[head + 4 * vecs :] = y_sc[head : len(scalars)]
-    return out
-
-
-ALGORITHMS["long_row"] = long_row

@@ -28,14 +28,13 @@ from typing import ClassVar
 from unittest import mock
 
 import numpy as np
+from devices import A100, H200
 
 from softmax_lab import api, device, loader, scratch
 from softmax_lab.device import DeviceInfo
 
 GOLDEN = Path(__file__).parent / "data" / "golden_plans.jsonl.gz"
 
-H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
-A100 = DeviceInfo(0, "NVIDIA A100-SXM4-80GB", 80, 108, 40 * 2**20, 166912, 167936)
 DEVICES = {"H200": H200, "A100": A100}
 
 ROWS = (1, 2, 7, 32, 100, 131, 132, 133, 264, 528, 1000, 1056, 4096, 16384, 65537)

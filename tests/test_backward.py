@@ -13,20 +13,33 @@ import sys
 
 import numpy as np
 import pytest
+from devices import H200
+from emulate import BACKWARD_ALGORITHMS, run_backward, to_bits, widen
+from test_api import FakeGpuArray
 
 import softmax_lab
-from emulate import BACKWARD_ALGORITHMS, run_backward, to_bits, widen
-from softmax_lab.reference import (BACKWARD_BOUNDS, backward_error, backward_op_error, backward_scale,
-                                   log_softmax_backward_reference, log_softmax_reference, softmax_backward_reference,
-                                   softmax_reference)
-from softmax_lab.variants import BACKWARD_OPS, DTYPES, Shape, get_variant, kernel_defines, preferences
-from softmax_lab.device import DeviceInfo
-from test_api import FakeGpuArray
+from softmax_lab.reference import (
+    BACKWARD_BOUNDS,
+    backward_error,
+    backward_op_error,
+    backward_scale,
+    log_softmax_backward_reference,
+    log_softmax_reference,
+    softmax_backward_reference,
+    softmax_reference,
+)
+from softmax_lab.variants import (
+    BACKWARD_OPS,
+    DTYPES,
+    Shape,
+    get_variant,
+    kernel_defines,
+    preferences,
+)
 
 REFERENCES = {"softmax_backward": softmax_backward_reference, "log_softmax_backward": log_softmax_backward_reference}
 FORWARD = {"softmax_backward": softmax_reference, "log_softmax_backward": log_softmax_reference}
 ROW_LENGTHS = [1, 2, 3, 7, 8, 9, 31, 129, 1000, 4099]
-H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
 
 
 def backward_inputs(n, dtype, op, rng, scale=3.0):

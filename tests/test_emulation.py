@@ -3,8 +3,8 @@ float64 reference, special values included.  No GPU needed."""
 
 import numpy as np
 import pytest
-
 from emulate import ALGORITHMS, close_by_elements, lane_spread_row
+
 from softmax_lab.reference import relative_error, softmax_reference
 
 ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 31, 64, 129, 1000, 4099]
@@ -121,21 +121,10 @@ def test_shuffle_gives_what_the_source_lane_provides():
     assert shfl(provided, [(l + 1) % 32 for l in range(32)])[31] == 0
 
 
-@pytest.mark.parametrize("cluster", [1, 2, 4, 16])
-@pytest.mark.parametrize("n", [37, 1027, 5003])
-def test_long_row_with_every_part(cluster, n):
-    from emulate import long_row, long_row_parts
-
-    row = np.random.default_rng(n).standard_normal(n).astype(np.float32) * 3
-    out = long_row(row, 1, threads=32, cluster=cluster, vpt=2, smem_vpt=3)
-    assert relative_error(out, softmax_reference(row)) < 1e-6
-    parts = [long_row_parts((n - 3) // 4, cluster, 32, 2, 3, r) for r in range(cluster)]
-    assert sum(s + r + g for _, s, r, g in parts) == (n - 3) // 4
-
-
 # ------------------------------------------------------------ dtypes and ops (elements.cuh)
-from emulate import VEC, run, to_bits, widen  # noqa: E402
-from softmax_lab.reference import log_softmax_reference, op_error, ulp_error  # noqa: E402
+from emulate import VEC, run, to_bits, widen
+
+from softmax_lab.reference import log_softmax_reference, op_error, ulp_error
 
 ROW_KERNELS = ["three_pass", "two_pass", "multi_block"]
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -459,7 +448,7 @@ def test_multi_block_smem_schedule_deadlocks_where_the_blocks_cannot_hold_a_row(
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_cluster_row_line_slices_cover_the_row(dtype, op):
-    """cluster_row's slices on 128-byte lines (CR_LINE_SLICES) at every place of the body in its
+    """cluster_row's slices on 128-byte lines (notes/TUNING.md#line-slices) at every place of the body in its
     line, down to the even split where the blocks hold no more (capacity): every output within its
     bound, none left unwritten (the output is poisoned by run)."""
     from emulate import line_slices

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from softmax_lab import api
-from softmax_lab.variants import DTYPES, FALLBACKS, OPS, Shape, preferences
 from softmax_lab.device import DeviceInfo
+from softmax_lab.variants import DTYPES, FALLBACKS, OPS, Shape, preferences
 
 F32 = np.dtype(np.float32)
 ELEMENT_TYPES = [F32, np.dtype(np.float16), api.BFLOAT16]
@@ -175,9 +175,7 @@ def test_auto_always_has_a_variant_that_can_run(rows, cols, ld_pad, x_off, y_off
         assert v.unsupported_reason(cols, dev, dtype, op) is None
         assert dtype in v.dtypes and op in v.ops
     if dev.compute_capability < 90:
-        assert not {"single_read", "long_row"} & {v.name for v in prefs}
-    if (dtype, op) != ("float32", "softmax"):
-        assert "long_row" not in {v.name for v in prefs}
+        assert not {"single_read", "cluster_row", "multi_block_smem"} & {v.name for v in prefs}
 
 
 def test_fuzzer_can_fail():

@@ -1,19 +1,26 @@
 """Every kernel compiles through NVRTC exactly as the loader builds it, with no
 GPU or driver, and the compiler reports no register spills."""
 
+import dataclasses
 import re
-import sys
 
 import pytest
+from devices import A100, H200, SINGLE_READ_CONFIGS, SMALL_HOPPER
 
-import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab import loader, variants
-from softmax_lab.device import DeviceInfo
-from softmax_lab.variants import ALL_OPS, BACKWARD_OPS, DTYPES, OPS, SINGLE_READ_CONFIGS, WARP_ROW_MAX_VPT, WARP_ROW_WIDE_VPT, kernel_defines
-
-V = sys.modules["softmax_lab.variants"]
-H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
-SMALL_HOPPER = DeviceInfo(0, "a smaller sm_90 part", 90, 66, 25 * 2**20, 101376, 102400)
+from softmax_lab.problem import (
+    ALL_OPS,
+    BACKWARD_OPS,
+    DTYPES,
+    OPS,
+    Shape,
+    kernel_defines,
+)
+from softmax_lab.variants import cluster_row as CR
+from softmax_lab.variants import multi_block as MB
+from softmax_lab.variants import multi_block_smem as MBS
+from softmax_lab.variants import single_read as SR
+from softmax_lab.variants import warp_rows as WR
 
 
 def _derived_configs():
@@ -22,10 +29,10 @@ def _derived_configs():
     found = set(SINGLE_READ_CONFIGS)
     for dev in (H200, SMALL_HOPPER):
         for cols in (1025, 3001, 8191, 20000, 32000, 50257, 100003, 128256, 151936, 262147, 393216, 600001, 786432):
-            if cols <= V._single_read_limit(dev):
-                found |= set(V.single_read_candidates(cols, dev))
-    off_line = V.Shape(2, 8, 8, 8, x_offset=64)  # rows that start 64 bytes into a 128-byte line
-    found |= {V.line_shifted(c, off_line, H200) for c in SINGLE_READ_CONFIGS}  # the plans' builds for such rows
+            if cols <= SR.single_read_limit(dev):
+                found |= set(SR.single_read_candidates(cols, dev))
+    off_line = Shape(2, 8, 8, 8, x_offset=64)  # rows that start 64 bytes into a 128-byte line
+    found |= {SR.line_shifted(c, off_line, H200) for c in SINGLE_READ_CONFIGS}  # the plans' builds for such rows
     return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm, c.line_shift))
 
 
@@ -42,7 +49,7 @@ def _cluster_row_plans():
                                   ("float32", "softmax_backward"), ("float32", "log_softmax_backward"),
                                   ("bfloat16", "log_softmax_backward")):
                     arrays = 2 if op in BACKWARD_OPS else 1
-                    plan = V.cluster_row_plan(cols, dev, rows, DTYPES[dtype], arrays)
+                    plan = CR.cluster_row_plan(cols, dev, rows, DTYPES[dtype], arrays)
                     if plan is not None:
                         found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, op), plan)
     return sorted(((plan, dtype, op) for (_, _, _, dtype, op), plan in found.items()),
@@ -56,18 +63,14 @@ def _memory_merged_plans():
     for cols in (393217, 500001, 600001, 786432, 786433, 1 << 20, 2_000_003, 1 << 22):
         for rows in (32, 4096):
             for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax")):
-                plan = V.single_read_plan(cols, H200, rows, dtype, op)
+                plan = SR.single_read_plan(cols, H200, rows, dtype, op)
                 if plan is not None and plan.memory_merge:
                     found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, op),
-                                     V.replace(plan, line_shift=True))
-    small = [(V.ClusterConfig(3, 64, 3, 1, 1, memory_merge=True), "float32", "softmax"),
-             (V.ClusterConfig(7, 96, 2, 1, 2, memory_merge=True), "bfloat16", "log_softmax")]
+                                     dataclasses.replace(plan, line_shift=True))
+    small = [(SR.ClusterConfig(3, 64, 3, 1, 1, memory_merge=True), "float32", "softmax"),
+             (SR.ClusterConfig(7, 96, 2, 1, 2, memory_merge=True), "bfloat16", "log_softmax")]
     return sorted(((plan, dtype, op) for (*_, dtype, op), plan in found.items()), key=lambda p: (p[0].label(), p[1:])) \
         + small
-
-
-def _long_row_configs():
-    return sorted({c for dev in (H200, SMALL_HOPPER) for c in V.long_row_candidates(dev)}, key=lambda c: c.label())
 
 
 PLAIN_SOURCES = sorted({v.source for v in variants().values() if v.min_compute_capability < 90} | {"copy.cu"})
@@ -84,7 +87,7 @@ def _builds():
                     source = v.backward_source if op in BACKWARD_OPS and v.backward_source else v.source
                     for arch in ("sm_90",) if v.min_compute_capability >= 90 else ("sm_80", "sm_90"):
                         yield pytest.param(source, arch, kernel_defines(dtype, op), id=f"{v.name}-{dtype}-{op}-{arch}")
-    for vpt in (1, 4, WARP_ROW_WIDE_VPT, WARP_ROW_MAX_VPT):  # warp_row_plan's range: registers grow with vpt
+    for vpt in (1, 4, WR.WIDE_VPT, WR.MAX_VPT):  # warp_row_plan's range: registers grow with vpt
         yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": vpt}, id=f"single_read_warp-{vpt}")
     for warps, vpt in ((2, 9), (2, 12)):  # float32 rows past 8 KB: blocks of two warps
         yield pytest.param("single_read.cu", "sm_90", {"SR_WARP_VPT": vpt, "SR_ROW_WARPS": warps},
@@ -94,26 +97,25 @@ def _builds():
     for c, dtype, op in _memory_merged_plans():
         yield pytest.param("single_read.cu", "sm_90", c.defines() | kernel_defines(dtype, op),
                            id=f"single_read-{c.label()}-{dtype}-{op}")
-    for arch, cc in (("sm_80", 80), ("sm_90", 90)):  # the builds multi_block_l2 launches
+    for arch, dev in (("sm_80", A100), ("sm_90", H200)):  # the builds multi_block_l2 launches
         for dtype in DTYPES:
             for op in ALL_OPS:
-                defines = V.multi_block_l2_defines(dtype, op, cc)
+                plan = MB.multi_block_l2_plan(Shape(4, 1 << 20, 1 << 20, 1 << 20, itemsize=DTYPES[dtype], dtype=dtype,
+                                                    op=op), dev)
+                defines = kernel_defines(dtype, op) | plan.defines()
                 yield pytest.param("multi_block_l2.cu", arch, defines, id=f"multi_block_l2-launched-{dtype}-{op}-{arch}")
     # multi_block_smem's builds on the H200: two splits (one refilling early), the split with
     # companions, one group
     for cols, rows in ((1 << 20, 4096), (1 << 21, 4096), (3 << 20, 4096), (1 << 22, 4096), (1 << 22, 4)):
-        threads, vpt, per_sm, split, held = V.multi_block_smem_block(cols, 4, V._H200, rows=rows)
-        early = V.multi_block_smem_early_fill(cols, 4, V._H200, threads, vpt, per_sm, split)
-        slots = V.multi_block_smem_slots(V._H200, threads, vpt, per_sm)
+        plan = MBS.plan(Shape(rows, cols, cols, cols), H200)
+        threads, vpt, per_sm, split, held = plan.threads, plan.vpt, plan.blocks_per_sm, plan.split, plan.held_chunks
+        early, slots = plan.early_fill, plan.slots
         for dtype in DTYPES:
             for op in OPS:
-                defines = V.multi_block_smem_defines(dtype, op, threads, vpt, per_sm, slots, split, early,
-                                                     held is not None)
+                defines = kernel_defines(dtype, op) | plan.defines(companions=held is not None)
                 yield pytest.param("multi_block_smem.cu", "sm_90", defines,
                                    id=f"multi_block_smem-{threads}x{vpt}x{slots}x{per_sm}{'-split' * split}"
                                       f"{'-early' * early}{'-companions' * (held is not None)}-{dtype}-{op}")
-    for c in _long_row_configs():
-        yield pytest.param("long_row.cu", "sm_90", c.defines(), id=f"long_row-{c.label()}")
     for plan, dtype, op in _cluster_row_plans():
         yield pytest.param("cluster_row.cu", "sm_90", plan.defines() | kernel_defines(dtype, op),
                            id=f"cluster_row-{plan.label()}-{dtype}-{op}")
@@ -227,9 +229,6 @@ def test_cache_key_changes_with_options_and_source(monkeypatch):
     ("single_read.cu", {"SR_THREADS": 256, "SR_VPT": 8, "SR_STAGES": 1, "SR_SMEM_LIMIT": 16384}, "shared memory"),
     ("single_read.cu", {"SR_PUSHED_MERGE": 1}, "pushed merge needs a cluster"),
     ("single_read.cu", {"SR_PUSHED_MERGE": 1, "SR_MEMORY_MERGE": 1, "SR_CLUSTER": 1}, "pushed merge needs a cluster"),
-    ("long_row.cu", {"LR_CLUSTER": 6}, "power-of-two cluster"),
-    ("long_row.cu", {"LR_SMEM_VPT": 40}, "shared memory"),
-    ("long_row.cu", {"LR_VPT": 28}, "registers"),
 ])
 def test_impossible_configurations_fail_to_compile(source, defines, message):
     from cupy.cuda import nvrtc

@@ -13,10 +13,19 @@ import textwrap
 import pytest
 from sanitizer import run_sanitized
 from several_streams import assert_finishes_on_several_streams
-from test_single_read_dtypes_gpu import _error, _hopper, _input, _launch, _ok, _poisoned_out, _torch
+from test_single_read_dtypes_gpu import (
+    _error,
+    _hopper,
+    _input,
+    _launch,
+    _ok,
+    _poisoned_out,
+    _torch,
+)
 
 import softmax_lab
-import softmax_lab.variants  # noqa: F401
+import softmax_lab.variants
+from softmax_lab.variants import single_read as SR
 
 V = sys.modules["softmax_lab.variants"]
 pytestmark = pytest.mark.gpu
@@ -36,7 +45,7 @@ def test_small_groups_full_odd_and_special(dtype, op, config, x_off, y_off):
     groups for 9 rows (so each group takes several) and as many groups as rows."""
     torch = _torch()
     _hopper()
-    cfg = V.ClusterConfig(*config, memory_merge=True)
+    cfg = SR.ClusterConfig(*config, memory_merge=True)
     full = cfg.capacity_vecs * 16 // V.DTYPES[dtype]
     for rows, cols, groups in ((5, full - 8, None), (9, 8 * cfg.cluster * 7 + 1, 2), (3, min(1031, full - 8), 1),
                                (4, 1, None)):
@@ -59,7 +68,7 @@ def test_derived_plans_of_long_rows(dtype, op, rows, cols):
     """single_read's own plans past a cluster's reach, bitwise the same on a second run."""
     torch = _torch()
     dev = _hopper()
-    plan = V.single_read_plan(cols, dev, rows, dtype, op)
+    plan = SR.single_read_plan(cols, dev, rows, dtype, op)
     assert plan is not None
     x = _input(torch, rows, cols, dtype, 1, seed=rows)
     y, yb = _poisoned_out(torch, rows, cols, dtype, 2)
@@ -74,10 +83,10 @@ def test_derived_plans_of_long_rows(dtype, op, rows, cols):
 def test_auto_takes_the_group_where_it_pays_and_matches_the_reference():
     torch = _torch()
     dev = _hopper()
-    rows, cols = 1300, 500000  # groups of 11, 109 rounds: ahead of multi_block_smem (variants.py)
+    rows, cols = 1300, 500000  # groups of 11, 109 rounds: ahead of multi_block_smem (single_read.memory_merge_pays)
     shape = V.Shape(rows, cols, cols, cols)
     assert V.preferences(shape, dev)[0].name == "single_read"
-    assert V.single_read_plan(cols, dev, rows).memory_merge
+    assert SR.single_read_plan(cols, dev, rows).memory_merge
     x = _input(torch, rows, cols, "float32", seed=7)
     y = softmax_lab.softmax(x)
     assert _ok(_error(y, x, "float32", "softmax"), "float32")
@@ -92,7 +101,7 @@ def test_above_2_to_the_31_elements(dtype, rows, cols):  # 2.2e9 elements
         y, _ = _poisoned_out(torch, rows, cols, dtype)
     except torch.cuda.OutOfMemoryError:
         pytest.skip("not enough device memory")
-    assert V.single_read_plan(cols, softmax_lab.device_info(), rows, dtype).memory_merge
+    assert SR.single_read_plan(cols, softmax_lab.device_info(), rows, dtype).memory_merge
     _launch(x, y, "softmax")
     for r in (0, 1, rows // 2, rows - 2, rows - 1):
         assert _ok(_error(y[r : r + 1], x[r : r + 1], dtype, "softmax"), dtype), r
@@ -107,7 +116,7 @@ def test_launches_on_several_streams_finish():
     together), so none does (run in a child process with a timeout, so that a hang fails the test)."""
     dev = _hopper()
     rows, cols = 8, 3_000_017
-    plan = V.single_read_plan(cols, dev, rows)
+    plan = SR.single_read_plan(cols, dev, rows)
     assert plan.memory_merge and 3 * (plan.cluster - 1) >= dev.sm_count * plan.blocks_per_sm, plan
     assert_finishes_on_several_streams("single_read", rows, cols, 6)
 
@@ -120,6 +129,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
     sys.path.insert(0, "tests")
     from test_single_read_dtypes_gpu import _error, _ok, _torch_stream
     V = sys.modules["softmax_lab.variants"]
+    from softmax_lab.variants import cluster_row as CR, multi_block_smem as MBS, single_read as SR  # noqa: F401
+    from forced import forced_plan  # noqa: F401
     dev = softmax_lab.device_info()
     stream = _torch_stream(torch)
     wrong = []
@@ -130,14 +141,14 @@ SANITIZER_SCRIPT = textwrap.dedent(
         x, y = xb[:, xo:], yb[:, yo:]
         shape = V.Shape(rows, cols, cols + xo, cols + yo, x.data_ptr() % 128, y.data_ptr() % 16,
                         itemsize=x.element_size(), dtype=dtype, op=op)
-        V.get_variant("single_read").prepare(shape, dev, **knobs)(x.data_ptr(), y.data_ptr(), stream)
+        V.get_variant("single_read").prepare(shape, dev, forced_plan("single_read", shape, dev, **knobs) if knobs else None)(x.data_ptr(), y.data_ptr(), stream)
         err = _error(y, x, dtype, op)
         if not _ok(err, dtype):
             wrong.append((dtype, op, rows, cols, xo, yo, knobs, err))
 
     for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax")):
         for cfg in [(3, 64, 3, 1, 1), (7, 96, 2, 1, 2)]:
-            c = V.ClusterConfig(*cfg, memory_merge=True)
+            c = SR.ClusterConfig(*cfg, memory_merge=True)
             run(dtype, op, 5, c.capacity_vecs * 16 // V.DTYPES[dtype] - 5, 2, 1, config=c, groups=2)
         run(dtype, op, 3, 1 << 20, 1, 3)  # the derived plan
     torch.cuda.synchronize()

@@ -16,10 +16,19 @@ import textwrap
 import pytest
 from sanitizer import run_sanitized
 from several_streams import assert_finishes_on_several_streams
-from test_single_read_dtypes_gpu import _error, _hopper, _input, _launch, _ok, _poisoned_out, _torch
+from test_single_read_dtypes_gpu import (
+    _error,
+    _hopper,
+    _input,
+    _launch,
+    _ok,
+    _poisoned_out,
+    _torch,
+)
 
 import softmax_lab
-import softmax_lab.variants  # noqa: F401
+import softmax_lab.variants
+from softmax_lab.variants import multi_block_smem as MBS
 
 V = sys.modules["softmax_lab.variants"]
 pytestmark = pytest.mark.gpu
@@ -123,7 +132,7 @@ def test_long_rows_by_the_launch_rule(dtype, op, rows, cols, x_off, y_off):
     _special(torch, x)
     y, yb = _poisoned_out(torch, rows, cols, dtype, y_off)
     _launch(x, y, op, variant="multi_block_smem")
-    _assert_every_row(torch, x, y, yb, y_off, op, V.multi_block_smem_block(cols, x.element_size(), dev, op, rows))
+    _assert_every_row(torch, x, y, yb, y_off, op, MBS.block_rule(cols, x.element_size(), dev, op, rows))
 
 
 def _assert_every_row(torch, x, y, yb, y_off, op, label):
@@ -148,7 +157,7 @@ def test_auto_runs_long_half_rows_in_the_split_schedule(dtype, op):
     _special(torch, x)
     y, yb = _poisoned_out(torch, rows, cols, dtype, 3)
     shape = V.Shape(rows, cols, x.stride(0), y.stride(0), x.data_ptr() % 16, y.data_ptr() % 16, 2, dtype, op)
-    assert V.preferences(shape, dev)[0].name == "multi_block_smem" and V.multi_block_smem_block(cols, 2, dev)[3]
+    assert V.preferences(shape, dev)[0].name == "multi_block_smem" and MBS.block_rule(cols, 2, dev)[3]
     assert getattr(softmax_lab, op)(x, out=y) is y
     torch.cuda.synchronize()
     _assert_every_row(torch, x, y, yb, 3, op, "auto")

@@ -1,5 +1,5 @@
 """The read-once paths on the GPU: derived single_read plans, store realignment,
-few rows and long_row, against a float64 reference with NaN-poisoned outputs.
+few rows, against a float64 reference with NaN-poisoned outputs.
 Skipped without a GPU (conftest.py)."""
 
 import sys
@@ -8,11 +8,14 @@ import textwrap
 import numpy as np
 import pytest
 from emulate import close_by_elements, lane_spread_row
+from forced import forced_plan
 from sanitizer import run_sanitized
 
 import softmax_lab
-import softmax_lab.variants  # noqa: F401
+import softmax_lab.variants
 from softmax_lab.reference import relative_error, softmax_reference
+from softmax_lab.variants import cluster_row as CR
+from softmax_lab.variants import single_read as SR
 
 V = sys.modules["softmax_lab.variants"]
 pytestmark = pytest.mark.gpu
@@ -27,7 +30,7 @@ def _cp():
 def _hopper():
     dev = softmax_lab.device_info()
     if dev.compute_capability < 90:
-        pytest.skip("single_read and long_row need sm_90")
+        pytest.skip("single_read and cluster_row need sm_90")
     return dev
 
 
@@ -51,12 +54,12 @@ def _run(name, x, y, yb, **knobs):
     cp = _cp()
     dev = softmax_lab.device_info()
     shape = V.Shape(x.shape[0], x.shape[1], x.strides[0] // 4, yb.strides[0] // 4, x.data.ptr % 128, y.data.ptr % 16)
-    launch = V.get_variant(name).prepare(shape, dev, **knobs)
+    launch = V.get_variant(name).prepare(shape, dev, forced_plan(name, shape, dev, **knobs) if knobs else None)
     launch(x.data.ptr, y.data.ptr, cp.cuda.get_current_stream())
     cp.cuda.get_current_stream().synchronize()
 
 
-@pytest.mark.parametrize("name", ["cluster_row", "single_read", "multi_block_l2", "multi_block_smem", "auto"])
+@pytest.mark.parametrize("name", [*(v.name for v in softmax_lab.variants().values() if v.reads == 1), "auto"])
 @pytest.mark.parametrize("rows, cols", [(3, 4099), (2, 65536), (2, 151937), (140, 20003)])
 def test_float_outputs_far_below_the_max_keep_their_precision(name, rows, cols):
     """Rows whose threads' maxima spread over [-90, 0] (tests/emulate.py lane_spread_row): every
@@ -77,7 +80,7 @@ def test_float_outputs_far_below_the_max_keep_their_precision(name, rows, cols):
 @pytest.mark.parametrize("config", [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (4, 96, 5, 3, 1), (16, 32, 2, 1, 1)])
 def test_single_read_configs_at_every_alignment(config, x_off, y_off):
     _hopper()
-    cfg = V.ClusterConfig(*config)
+    cfg = SR.ClusterConfig(*config)
     for rows, cols in ((5, cfg.capacity_floats - 4), (9, 4 * cfg.cluster * 7 + 1), (3, min(1031, cfg.capacity_floats - 4))):
         x, y, yb = _views(rows, cols, x_off, y_off, seed=cols + x_off)
         _run("single_read", x, y, yb, config=cfg)
@@ -113,55 +116,15 @@ def test_cluster_row_rows_over_several_grid_lines(monkeypatch, rows, cols, x_off
     """More rows than a grid line takes (MAX_GRID_X made small): every line's
     rows written, the last line's spare clusters idle."""
     _hopper()
-    plan = V.cluster_row_plan(cols, softmax_lab.device_info(), rows)
-    monkeypatch.setattr(V, "MAX_GRID_X", 3 * plan.cluster)  # 3 rows a line
+    plan = CR.cluster_row_plan(cols, softmax_lab.device_info(), rows)
+    monkeypatch.setattr(CR, "MAX_GRID_X", 3 * plan.cluster)  # 3 rows a line
     x, y, yb = _views(rows, cols, x_off, y_off, seed=rows + cols)
     _run("cluster_row", x, y, yb)
     _check_rows(y, x)
     assert bool(_cp().isnan(yb[:, :y_off]).all()), "wrote before the output view"
 
 
-@pytest.mark.parametrize("config", [(4, 128, 2, 3, 4), (2, 64, 0, 1, 1), (16, 96, 3, 2, 2), (1, 32, 1, 1, 4)])
-@pytest.mark.parametrize("x_off, y_off", [(0, 0), (1, 2), (3, 1)])
-def test_long_row_parts_at_every_alignment(config, x_off, y_off):
-    """Small configurations, so that S, R and G (the re-read part) all occur."""
-    _hopper()
-    cfg = V.LongRowConfig(*config)
-    for rows, cols in ((3, 100003), (6, 4 * cfg.on_chip_vecs - 5), (2, 2 * cfg.on_chip_vecs + 7), (4, 37)):
-        x, y, yb = _views(rows, cols, x_off, y_off, seed=cols)
-        _run("long_row", x, y, yb, config=cfg)
-        _check_rows(y, x)
-
-
-@pytest.mark.parametrize("rows, cols", [(3, 786433), (20, 1 << 20), (2, 3_000_017), (9, 1 << 22)])
-def test_long_row_derived_plans(rows, cols):
-    _hopper()
-    x, y, yb = _views(rows, cols, 1, 2, seed=rows)
-    _run("long_row", x, y, yb)
-    _check_rows(y, x)
-    first = y.copy()
-    y.fill(np.nan)
-    _run("long_row", x, y, yb)
-    assert bool(_cp().array_equal(first, y)), "not bitwise repeatable"
-
-
-def test_long_row_special_values():
-    _hopper()
-    cp = _cp()
-    cols = 1 << 20
-    x = cp.random.standard_normal((4, cols), dtype=cp.float32)
-    x[0, 12345] = cp.nan
-    x[1] = -cp.inf
-    x[2, : cols // 2] = -cp.inf
-    x[3, cols - 1] = cp.inf
-    y = cp.full_like(x, 7.0)
-    _run("long_row", x, y, y)
-    with np.errstate(invalid="ignore"):
-        ref = softmax_reference(cp.asnumpy(x))
-    assert relative_error(cp.asnumpy(y), ref) < 1e-5
-
-
-@pytest.mark.parametrize("name, rows, cols", [("single_read", 5462, 393216), ("long_row", 520, 1 << 22)])
+@pytest.mark.parametrize("name, rows, cols", [("single_read", 5462, 393216)])
 def test_beyond_2_31_elements(name, rows, cols):  # 2.15e9 and 2.18e9 elements
     _hopper()
     cp = _cp()
@@ -183,6 +146,9 @@ SANITIZER_SCRIPT = textwrap.dedent(
     import softmax_lab.variants
     from softmax_lab.reference import relative_error, softmax_reference
     V = sys.modules["softmax_lab.variants"]
+    from softmax_lab.variants import cluster_row as CR, multi_block_smem as MBS, single_read as SR  # noqa: F401
+    sys.path.insert(0, "tests")
+    from forced import forced_plan  # noqa: F401
     dev = softmax_lab.device_info()
     stream = cp.cuda.get_current_stream()
     wrong = []
@@ -192,7 +158,7 @@ SANITIZER_SCRIPT = textwrap.dedent(
         yb = cp.full((rows, cols + yo), cp.nan, dtype=cp.float32)
         x, y = xb[:, xo:], yb[:, yo:]
         shape = V.Shape(rows, cols, cols + xo, cols + yo, x.data.ptr % 128, y.data.ptr % 16)
-        V.get_variant(name).prepare(shape, dev, **knobs)(x.data.ptr, y.data.ptr, stream)
+        V.get_variant(name).prepare(shape, dev, forced_plan(name, shape, dev, **knobs) if knobs else None)(x.data.ptr, y.data.ptr, stream)
         if not relative_error(cp.asnumpy(y), softmax_reference(cp.asnumpy(x))) < 1e-5:
             wrong.append((name, rows, cols, xo, yo, knobs))  # reported at the end: every launch is sanitized
 
@@ -200,16 +166,10 @@ SANITIZER_SCRIPT = textwrap.dedent(
         run("single_read", 3, cols, 1, 2)  # derived plans, rows of 3
     run("single_read", 17, 151936, 3, 1)
     for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (4, 96, 5, 3, 1), (16, 32, 2, 1, 1)]:
-        c = V.ClusterConfig(*cfg)
+        c = SR.ClusterConfig(*cfg)
         run("single_read", 4, c.capacity_floats - 5, 2, 1, config=c)
-    c = V.ClusterConfig(8, 64, 2, 1)  # the pushed merge, several rows per cluster (both slot sets reused)
+    c = SR.ClusterConfig(8, 64, 2, 1)  # the pushed merge, several rows per cluster (both slot sets reused)
     run("single_read", 700, c.capacity_floats - 5, 2, 1, config=c)
-    for cfg in [(4, 128, 2, 3, 4), (16, 96, 3, 2, 2)]:
-        c = V.LongRowConfig(*cfg)
-        run("long_row", 3, 2 * c.on_chip_vecs + 7, 1, 3, config=c)
-    for c in V.long_row_candidates(dev):
-        if c.cluster in (8, 16):
-            run("long_row", 1, 1 << 20, 0, 1, config=c)
     cp.cuda.Device().synchronize()
     assert not wrong, wrong
     print("sanitized")
@@ -224,7 +184,7 @@ def test_pushed_merge_over_many_rows_per_cluster_is_right_and_bitwise_repeatable
     bits on every run."""
     _hopper()
     cp = _cp()
-    c = V.ClusterConfig(*cfg)
+    c = SR.ClusterConfig(*cfg)
     assert c.pushed_merge
     x, y, yb = _views(rows, c.capacity_floats - 3, 1, 2, seed=cfg[0] + rows)
     _run("single_read", x, y, yb, config=c)

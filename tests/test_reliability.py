@@ -2,15 +2,22 @@
 messages: every case ends in a correct result or a clear exception before any
 launch (issue 10).  CPU tests need no GPU; GPU tests are marked."""
 
+import dataclasses
 import threading
 
 import numpy as np
 import pytest
 
 import softmax_lab
-from softmax_lab import api, loader
-from softmax_lab.reference import (backward_error, backward_scale, log_softmax_backward_reference, relative_error,
-                                   softmax_backward_reference, softmax_reference)
+from softmax_lab import api, arrays, loader
+from softmax_lab.reference import (
+    backward_error,
+    backward_scale,
+    log_softmax_backward_reference,
+    relative_error,
+    softmax_backward_reference,
+    softmax_reference,
+)
 from softmax_lab.variants import CannotRun, Shape, preferences
 
 VARIANTS = list(softmax_lab.variants())
@@ -62,7 +69,7 @@ def test_dlpack_without_shape_or_dtype_is_a_clear_error():
 def test_stream_of_an_unknown_type():
     x = api.ArrayView(1 << 30, (2, 3), (12, 4), np.dtype(np.float32), 0)
     with pytest.raises(TypeError, match="stream must be"):
-        api._resolve_stream("default", x, 0)
+        arrays.resolve_stream("default", x, 0)
 
 
 # ------------------------------------------------------------------ CPU: plans and fallbacks
@@ -104,16 +111,13 @@ def test_auto_falls_back_when_a_preferred_variant_cannot_run(monkeypatch):
     assert first.name == "single_read"
     prepared = []
 
-    def cannot(self, shape, dev, **knobs):
-        raise CannotRun("no cluster can be resident (test)")
-
-    def fake(self, shape, dev, **knobs):
+    def prepare(self, shape, dev, plan=None):
+        if self.name == "single_read":
+            raise CannotRun("no cluster can be resident (test)")
         prepared.append(self.name)
         return lambda x, y, stream: None
 
-    cls = type(first)
-    monkeypatch.setattr(cls, "prepare", lambda self, s, d, **k: (cannot if self.name == "single_read" else fake)(
-        self, s, d, **k))
+    monkeypatch.setattr(type(first), "prepare", prepare)
     api._launchers.clear()
     try:
         variant, _ = api.launcher_for(shape, dev, "auto")
@@ -125,28 +129,27 @@ def test_auto_falls_back_when_a_preferred_variant_cannot_run(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype, op", [("bfloat16", "softmax"), ("float16", "softmax"), ("float32", "log_softmax")])
-def test_auto_falls_back_past_float32_only_variants_and_a_named_one_says_why(monkeypatch, dtype, op):
+def test_auto_takes_the_first_that_prepares_and_a_named_one_that_cannot_says_why(monkeypatch, dtype, op):
     from softmax_lab.variants import DTYPES
 
     dev = softmax_lab.device.DeviceInfo(0, "fake H200", 90, 132, 60 << 20, 232448, 233472)
     shape = Shape(4096, 500_000, 500_000, 500_000, itemsize=DTYPES[dtype], dtype=dtype, op=op)
     prepared = []
 
-    def fake(self, shape, dev, **knobs):
+    def fake(self, shape, dev):
         prepared.append(self.name)
         return lambda x, y, stream: None
 
     cls = type(preferences(shape, dev)[0])
     # the real prepare (its dtype and op checks), with a fake launch rule behind it
-    monkeypatch.setattr(cls, "prepare_launch", property(lambda self: lambda s, d, **k: fake(self, s, d, **k)),
-                        raising=False)
+    monkeypatch.setattr(cls, "launch", property(lambda self: lambda s, d, plan: fake(self, s, d)), raising=False)
     api._launchers.clear()
     try:
         variant, _ = api.launcher_for(shape, dev, "auto")  # auto never raises
         assert variant.name in ("single_read", "two_pass", "multi_block") and prepared == [variant.name]
-        for name in ("long_row",):  # single_read holds every dtype and op
-            with pytest.raises(ValueError, match="only"):
-                api.launcher_for(shape, dev, name)
+        backward = dataclasses.replace(shape, op=f"{op}_backward", ld_g=shape.cols)
+        with pytest.raises(ValueError, match="no backward pass"):
+            api.launcher_for(backward, dev, "multi_block_smem")
     finally:
         api._launchers.clear()
 
@@ -486,7 +489,7 @@ class StreamedCai:
 def test_cai_v3_producer_stream_is_waited_for():
     torch = pytest.importorskip("torch")
     side = torch.cuda.Stream()
-    s = api._external(side.cuda_stream, torch.cuda.current_device())  # CuPy 14 deprecates ExternalStream
+    s = arrays.external_stream(side.cuda_stream, torch.cuda.current_device())  # CuPy 14 deprecates ExternalStream
     for trial in range(4):
         with torch.cuda.stream(side):
             torch.cuda._sleep(20_000_000)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from softmax_lab import loader
-from softmax_lab.variants import WARP_ROW_WIDE_VPT
+from softmax_lab.variants.warp_rows import WIDE_VPT as WARP_ROW_WIDE_VPT
 
 RECORD = Path(__file__).with_name("fp32_sass_fingerprints.json")
 FINGERPRINT_BUILDS = {
@@ -27,9 +27,6 @@ FINGERPRINT_BUILDS["single_read_warp-sm_90"] = ("single_read.cu", "sm_90", {"SR_
 FINGERPRINT_BUILDS["single_read-8x512x24x1x1-sm_90"] = (
     "single_read.cu", "sm_90", {"SR_CLUSTER": 8, "SR_THREADS": 512, "SR_VPT": 24, "SR_STAGES": 1, "SR_BLOCKS_PER_SM": 1,
                                 "SR_PUSHED_MERGE": 1})  # the headline's plan (pushed merge since the 28th session)
-FINGERPRINT_BUILDS["long_row-8x512x12+26x1-sm_90"] = (
-    "long_row.cu", "sm_90", {"LR_CLUSTER": 8, "LR_THREADS": 512, "LR_VPT": 12, "LR_SMEM_VPT": 26, "LR_UNROLL": 4,
-                             "LR_BLOCKS_PER_SM": 1})
 
 
 def text_fingerprint(cubin: bytes) -> str:

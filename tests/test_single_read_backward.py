@@ -11,15 +11,14 @@ import sys
 
 import numpy as np
 import pytest
+from devices import A100, H200, SMALL_HOPPER
 
 import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab import loader
-from softmax_lab.device import DeviceInfo
+from softmax_lab.variants import resources as RES
+from softmax_lab.variants import single_read as SR
 
 V = sys.modules["softmax_lab.variants"]
-H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
-A100 = DeviceInfo(0, "NVIDIA A100", 80, 108, 40 * 2**20, 166912, 167936)
-SMALL_HOPPER = DeviceInfo(0, "a smaller sm_90 part", 90, 66, 25 * 2**20, 101376, 102400)
 ROWS = (1, 132, 4096, 1 << 20)
 FLOAT_LENGTHS = (32000, 100003, 128256, 151936, 196608)
 HALF_LENGTHS = FLOAT_LENGTHS + (393216,)
@@ -35,11 +34,11 @@ def _plans(dtype):
     found = set()
     for dev in (H200, SMALL_HOPPER):
         for cols in _lengths(dtype):
-            if cols <= V._single_read_limit(dev, dtype, "softmax_backward"):
-                found |= {V.single_read_config(cols, dev, rows, itemsize, arrays=2) for rows in ROWS}
-    found |= {V.single_read_config(cols, H200, 64, itemsize, arrays=2) for cols in (1, 1000, 5000)}
+            if cols <= SR.single_read_limit(dev, dtype, "softmax_backward"):
+                found |= {SR.single_read_config(cols, dev, rows, itemsize, arrays=2) for rows in ROWS}
+    found |= {SR.single_read_config(cols, H200, 64, itemsize, arrays=2) for cols in (1, 1000, 5000)}
     off_line = V.Shape(4096, 3, 3, 3, 16, 0, itemsize, dtype, "softmax_backward", 3, 16)  # rows start off lines
-    found |= {V.line_shifted(c, off_line, H200) for c in found}
+    found |= {SR.line_shifted(c, off_line, H200) for c in found}
     return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm, c.line_shift))
 
 
@@ -109,24 +108,24 @@ def test_the_forward_build_of_the_backward_file_fails_to_compile():
 def test_backward_plans_fill_and_fit(dtype, rows):
     itemsize = V.DTYPES[dtype]
     for cols in _lengths(dtype):
-        c = V.single_read_config(cols, H200, rows, itemsize, arrays=2)
+        c = SR.single_read_config(cols, H200, rows, itemsize, arrays=2)
         assert c is not None and c.arrays == 2, (cols, rows)
         vecs = -(-cols * itemsize // 16)
         assert -(-vecs // c.cluster) <= c.threads * c.vpt
-        assert vecs / c.capacity_vecs >= V.MIN_FILL, (cols, rows, c)
-        assert V._registers_needed(c.vpt, c.cluster, itemsize, 2) <= V._register_budget(c.threads, c.blocks_per_sm)
-        assert V._block_smem(c.threads, c.vpt, c.stages, 2) + V.SMEM_RESERVED <= H200.smem_optin_bytes
+        assert vecs / c.capacity_vecs >= SR.MIN_FILL, (cols, rows, c)
+        assert SR._registers_needed(c.vpt, c.cluster, itemsize, 2) <= RES.register_budget(c.threads, c.blocks_per_sm)
+        assert SR._block_smem(c.threads, c.vpt, c.stages, 2) + SR.SMEM_RESERVED <= H200.smem_optin_bytes
         assert c.smem_bytes == c.stages * c.threads * c.vpt * 32
 
 
 def test_the_backward_limit_is_half_the_forward_and_holds_the_issue_targets():
     for dev in (H200, SMALL_HOPPER):
         for dtype in V.DTYPES:
-            half = V._single_read_limit(dev, dtype) / 2  # exactly on the H200; shared memory rounds on smaller parts
-            assert 0.9 * half <= V._single_read_limit(dev, dtype, "softmax_backward") <= 1.1 * half
-            assert V._single_read_limit(H200, dtype, "softmax_backward") * 2 == V._single_read_limit(H200, dtype)
-            assert V._single_read_limit(dev, dtype, "log_softmax_backward") == \
-                V._single_read_limit(dev, dtype, "softmax_backward")
+            half = SR.single_read_limit(dev, dtype) / 2  # exactly on the H200; shared memory rounds on smaller parts
+            assert 0.9 * half <= SR.single_read_limit(dev, dtype, "softmax_backward") <= 1.1 * half
+            assert SR.single_read_limit(H200, dtype, "softmax_backward") * 2 == SR.single_read_limit(H200, dtype)
+            assert SR.single_read_limit(dev, dtype, "log_softmax_backward") == \
+                SR.single_read_limit(dev, dtype, "softmax_backward")
     v = V.get_variant("single_read")
     assert v.max_cols(H200, "bfloat16", "softmax_backward") >= 393216
     assert v.max_cols(H200, "float16", "log_softmax_backward") >= 393216
@@ -134,7 +133,7 @@ def test_the_backward_limit_is_half_the_forward_and_holds_the_issue_targets():
     limit = v.max_cols(H200, "float32", "softmax_backward")
     assert v.unsupported_reason(limit, H200, "float32", "softmax_backward") is None
     assert "at most" in v.unsupported_reason(limit + 1, H200, "float32", "softmax_backward")
-    assert V.single_read_config(limit + 1, H200, 64, 4, arrays=2) is None
+    assert SR.single_read_config(limit + 1, H200, 64, 4, arrays=2) is None
 
 
 def test_y_direct_plans_are_the_halves_log_softmax_in_clusters():
@@ -142,42 +141,42 @@ def test_y_direct_plans_are_the_halves_log_softmax_in_clusters():
         for cols in HALF_LENGTHS:
             for dtype in V.DTYPES:
                 for op in V.BACKWARD_OPS:
-                    c = V.single_read_backward_plan(cols, H200, rows, dtype, op)
+                    c = SR.single_read_backward_plan(cols, H200, rows, dtype, op)
                     if c is None:  # float32 393216: past the backward's limit
-                        assert cols > V._single_read_limit(H200, dtype, op)
+                        assert cols > SR.single_read_limit(H200, dtype, op)
                         continue
                     assert dataclasses.replace(c, y_direct=False) == \
-                        V.single_read_config(cols, H200, rows, V.DTYPES[dtype], arrays=2)  # the same block shape
+                        SR.single_read_config(cols, H200, rows, V.DTYPES[dtype], arrays=2)  # the same block shape
                     assert c.y_direct == (dtype != "float32" and op == "log_softmax_backward" and c.cluster >= 2)
-    c = V.single_read_backward_plan(151936, H200, 4096, "bfloat16", "log_softmax_backward")
+    c = SR.single_read_backward_plan(151936, H200, 4096, "bfloat16", "log_softmax_backward")
     assert c.y_direct and c.cluster == 4 and c.label().endswith("d") and c.defines()["SRB_Y_DIRECT"] == 1
     assert c.staged_arrays == 1 and c.smem_bytes * 2 == dataclasses.replace(c, y_direct=False).smem_bytes
-    assert not V.single_read_backward_plan(32000, H200, 4096, "bfloat16", "log_softmax_backward").y_direct  # 1 block
+    assert not SR.single_read_backward_plan(32000, H200, 4096, "bfloat16", "log_softmax_backward").y_direct  # 1 block
     with pytest.raises(ValueError, match="backward"):
-        V.ClusterConfig(4, 512, 8, 1, 1, y_direct=True)
+        SR.ClusterConfig(4, 512, 8, 1, 1, y_direct=True)
     v = V.get_variant("single_read")
     with pytest.raises(V.CannotRun, match="only log_softmax"):
-        v.prepare(_shape(4, 100000, "bfloat16", "softmax_backward"), H200, config=c)
+        v.prepare(_shape(4, 100000, "bfloat16", "softmax_backward"), H200, c)
 
 
 def test_y_direct_line_shift_follows_dy_alone():
     """y_direct's bulk copies bring dy alone: the line shift depends on dy's rows, not y's."""
-    c = V.single_read_backward_plan(128256, H200, 4096, "bfloat16", "log_softmax_backward")
+    c = SR.single_read_backward_plan(128256, H200, 4096, "bfloat16", "log_softmax_backward")
     assert c.y_direct and not c.line_shift  # 4 x 512 x 8 pairs: slices on lines
     y_off = _shape(4096, 128256, "bfloat16", "log_softmax_backward", x_off=16, g_off=0)
     dy_off = _shape(4096, 128256, "bfloat16", "log_softmax_backward", x_off=16, g_off=16)
-    assert not V.line_shifted(c, y_off, H200).line_shift
-    assert V.line_shifted(c, dy_off, H200).line_shift
+    assert not SR.line_shifted(c, y_off, H200).line_shift
+    assert SR.line_shifted(c, dy_off, H200).line_shift
     staged = dataclasses.replace(c, y_direct=False)
-    assert V.line_shifted(staged, y_off, H200).line_shift
+    assert SR.line_shifted(staged, y_off, H200).line_shift
 
 
 def test_a_backward_plan_counts_vector_pairs():
-    c = V.ClusterConfig(8, 512, 12, 1, 1, 2)
+    c = SR.ClusterConfig(8, 512, 12, 1, 1, 2)
     assert c.capacity_vecs == 8 * 512 * 12 and c.smem_bytes == 512 * 12 * 32 and c.label().endswith("b")
     with pytest.raises(ValueError, match="register budget"):
-        V.ClusterConfig(8, 512, 13, 1, 1, 2)
-    forward = V.ClusterConfig(8, 512, 24, 1, 1)  # the same bytes on chip as c, one array
+        SR.ClusterConfig(8, 512, 13, 1, 1, 2)
+    forward = SR.ClusterConfig(8, 512, 24, 1, 1)  # the same bytes on chip as c, one array
     assert forward != c and forward.smem_bytes == c.smem_bytes and forward.capacity_vecs == 2 * c.capacity_vecs
 
 
@@ -196,10 +195,10 @@ def test_dy_of_another_alignment_is_cannot_run_before_any_device_call(dtype, op)
                   _shape(4, 50000, dtype, op, x_off=2 * itemsize, g_off=0)):
         with pytest.raises(V.CannotRun, match="alignment"):
             v.prepare(shape, H200)
-    assert V._shares_alignment(_shape(1, 50000, dtype, op, ld_x=50000, ld_g=50001))  # one row: row 0 only
-    assert V._shares_alignment(_shape(4, 50000, dtype, op, x_off=4, g_off=4, ld_x=50000 + 16 // itemsize))
+    assert SR.shares_alignment(_shape(1, 50000, dtype, op, ld_x=50000, ld_g=50001))  # one row: row 0 only
+    assert SR.shares_alignment(_shape(4, 50000, dtype, op, x_off=4, g_off=4, ld_x=50000 + 16 // itemsize))
     with pytest.raises(V.CannotRun, match="forward plan"):
-        v.prepare(_shape(4, 1000, dtype, op), H200, config=V.ClusterConfig(1, 128, 4, 2, 1))
+        v.prepare(_shape(4, 1000, dtype, op), H200, SR.ClusterConfig(1, 128, 4, 2, 1))
 
 
 @pytest.mark.parametrize("op", V.BACKWARD_OPS)
@@ -208,7 +207,7 @@ def test_auto_picks_single_read_for_the_backward_where_it_fits(dtype, op):
     # float32: rows of one or two cluster_row blocks, rows that start on 16 bytes, and rows
     # past 768 KB, go to cluster_row (then multi_block_l2 past 1.5 MB); halves' backward never
     # does (BACKWARD_AUTO_RULES, _cluster_row_first)
-    limit = V._single_read_limit(H200, dtype, op) if dtype != "float32" else 196607
+    limit = SR.single_read_limit(H200, dtype, op) if dtype != "float32" else 196607
     for cols in (1, 1000, 16384 // V.DTYPES[dtype]):
         assert V.choose(4096, cols, H200, dtype, op).name == "two_pass"
     first = 16384 // V.DTYPES[dtype] + 1 if dtype != "float32" else 2 * 256 * 12 * 4 + 1

@@ -17,12 +17,22 @@ import zlib
 
 import numpy as np
 import pytest
+from forced import forced_plan
+from sanitizer import run_sanitized
+from test_backward_gpu import (
+    FUNCTIONS,
+    _assert_rows_ok,
+    _check_special_values,
+    _error,
+    _forward,
+    _large_arrays,
+    _ok,
+)
+from test_single_read_dtypes_gpu import _torch_stream
 
 import softmax_lab
-import softmax_lab.variants  # noqa: F401
-from sanitizer import run_sanitized
-from test_backward_gpu import FUNCTIONS, _assert_rows_ok, _check_special_values, _error, _forward, _large_arrays, _ok
-from test_single_read_dtypes_gpu import _torch_stream
+import softmax_lab.variants
+from softmax_lab.variants import single_read as SR
 
 V = sys.modules["softmax_lab.variants"]
 pytestmark = pytest.mark.gpu
@@ -67,7 +77,7 @@ def _launch(dy, y, out, op, **knobs):
     dtype = str(y.dtype).removeprefix("torch.")
     shape = V.Shape(y.shape[0], y.shape[1], y.stride(0), out.stride(0), y.data_ptr() % 128, out.data_ptr() % 16,
                     y.element_size(), dtype, op, dy.stride(0), dy.data_ptr() % 128)
-    launch = V.get_variant("single_read").prepare(shape, dev, **knobs)
+    launch = V.get_variant("single_read").prepare(shape, dev, forced_plan("single_read", shape, dev, **knobs) if knobs else None)
     launch(y.data_ptr(), out.data_ptr(), _torch_stream(torch),
            dy.data_ptr())
     torch.cuda.synchronize()
@@ -131,7 +141,7 @@ def test_y_and_dy_at_different_offsets_in_their_lines(dtype, op, rows, cols):
                       g_width=cols + g_k + g_extra)
         assert (dy.data_ptr() - y.data_ptr()) % 16 == 0 and (dy.data_ptr() % 128 != y.data_ptr() % 128 or
                                                              dy.stride(0) != y.stride(0))
-        plan = V.single_read_config(cols, dev, rows, y.element_size(), arrays=2)
+        plan = SR.single_read_config(cols, dev, rows, y.element_size(), arrays=2)
         for knobs in ({}, {"config": dataclasses.replace(plan, line_shift=True)}):
             out, base = _poisoned(torch, rows, cols, dtype, k % 3)
             _launch(dy, y, out, op, **knobs)
@@ -160,7 +170,7 @@ def test_halves_at_the_issue_length(dtype, op):
 def test_small_forced_plans_full_and_odd(dtype, op, y_direct, config):
     torch = _torch()
     _hopper()
-    cfg = V.ClusterConfig(*config, arrays=2, y_direct=y_direct)
+    cfg = SR.ClusterConfig(*config, arrays=2, y_direct=y_direct)
     vec = 16 // torch.empty((), dtype=getattr(torch, dtype)).element_size()
     full = cfg.capacity_vecs * vec
     for rows, cols, k, off in ((5, full, 0, 1), (5, full - vec + 1, 1, 0), (9, vec * cfg.cluster * 7 + 1, 2, 3),
@@ -186,7 +196,7 @@ def test_y_loaded_directly_gives_bitwise_the_staged_output(dtype):
         k = int(rng.integers(0, 9))
         dy, y = _pair(torch, rows, cols, dtype, op, k, cols + k + int(rng.integers(0, 3)) * 8,
                       seed=cols, scale=float(rng.uniform(0.5, 20)))
-        plan = V.single_read_config(cols, dev, rows, y.element_size(), arrays=2)
+        plan = SR.single_read_config(cols, dev, rows, y.element_size(), arrays=2)
         outs = []
         for y_direct in (False, True):
             out, _ = _poisoned(torch, rows, cols, dtype, int(rng.integers(0, 9)))
@@ -194,8 +204,8 @@ def test_y_loaded_directly_gives_bitwise_the_staged_output(dtype):
             outs.append(out)
         assert _ok(_error(outs[1], dy, y, dtype, op), dtype), (rows, cols, k)
         assert torch.equal(outs[0], outs[1]), (rows, cols, k, plan)
-        assert V.single_read_backward_plan(cols, dev, rows, dtype, op).y_direct == \
-            (dtype != "float32" and plan.cluster >= V.Y_DIRECT_MIN_CLUSTER)
+        assert SR.single_read_backward_plan(cols, dev, rows, dtype, op).y_direct == \
+            (dtype != "float32" and plan.cluster >= SR.Y_DIRECT_MIN_CLUSTER)
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -302,6 +312,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
     sys.path.insert(0, "tests")
     from test_backward_gpu import _error, _ok
     V = sys.modules["softmax_lab.variants"]
+    from softmax_lab.variants import cluster_row as CR, multi_block_smem as MBS, single_read as SR  # noqa: F401
+    from forced import forced_plan  # noqa: F401
     dev = softmax_lab.device_info()
     wrong = []
 
@@ -314,8 +326,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
         out = ob[:, off:]
         shape = V.Shape(rows, cols, cols + k, cols + off, y.data_ptr() % 128, out.data_ptr() % 16,
                         y.element_size(), dtype, op, cols + k, dy.data_ptr() % 128)
-        V.get_variant("single_read").prepare(shape, dev, **knobs)(
-            y.data_ptr(), out.data_ptr(), softmax_lab.api._external(torch.cuda.current_stream().cuda_stream, 0),
+        V.get_variant("single_read").prepare(shape, dev, forced_plan("single_read", shape, dev, **knobs) if knobs else None)(
+            y.data_ptr(), out.data_ptr(), softmax_lab.arrays.external_stream(torch.cuda.current_stream().cuda_stream, 0),
             dy.data_ptr())
         torch.cuda.synchronize()
         err = _error(out, dy, y, dtype, op)
@@ -328,7 +340,7 @@ SANITIZER_SCRIPT = textwrap.dedent(
                 run(dtype, op, 3, cols, 1, 3)
             for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (16, 32, 2, 1, 1)]:
                 for y_direct in (False, True) if op == "log_softmax_backward" else (False,):
-                    c = V.ClusterConfig(*cfg, arrays=2, y_direct=y_direct)
+                    c = SR.ClusterConfig(*cfg, arrays=2, y_direct=y_direct)
                     run(dtype, op, 4, c.capacity_vecs * 16 // V.DTYPES[dtype] - 5, 2, 1, config=c)
     torch.cuda.synchronize()
     assert not wrong, wrong

@@ -8,15 +8,16 @@ import sys
 
 import numpy as np
 import pytest
+from devices import A100, H200, SMALL_HOPPER
 
 import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab import loader
-from softmax_lab.device import DeviceInfo
+from softmax_lab.variants import cluster_row as CR
+from softmax_lab.variants import resources as RES
+from softmax_lab.variants import single_read as SR
+from softmax_lab.variants import warp_rows as WR
 
 V = sys.modules["softmax_lab.variants"]
-H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
-A100 = DeviceInfo(0, "NVIDIA A100", 80, 108, 40 * 2**20, 166912, 167936)
-SMALL_HOPPER = DeviceInfo(0, "a smaller sm_90 part", 90, 66, 25 * 2**20, 101376, 102400)
 BUILDS = [(d, o) for d in V.DTYPES for o in V.OPS if (d, o) != ("float32", "softmax")]
 LENGTHS = (2049, 8193, 20000, 32000, 50257, 100003, 128256, 151936, 262147, 393216, 600001, 786432, 1_000_003,
            1_572_864)
@@ -30,13 +31,13 @@ def _plans(dtype):
     found = set()
     for dev in (H200, SMALL_HOPPER):
         for cols in COMPILED_LENGTHS:
-            if cols <= V._single_read_limit(dev, dtype):
-                found |= {V.single_read_config(cols, dev, rows, itemsize) for rows in ROWS}
+            if cols <= SR.single_read_limit(dev, dtype):
+                found |= {SR.single_read_config(cols, dev, rows, itemsize) for rows in ROWS}
     return sorted(found, key=lambda c: (c.cluster, c.threads, c.vpt, c.stages, c.blocks_per_sm))
 
 
 # The halves' log_softmax warp builds of 11 and 12 vectors a lane spill (ptxas, NVRTC 13.0: 8-24
-# bytes) and ran at 1.00-1.01 x copy (notes/tune-runs/2026-12-02-row-warps-p45.txt; at 16 vectors,
+# bytes) and ran at 1.00-1.01 x copy (notes/TUNING.md#vectors-a-lane; at 16 vectors,
 # 152 bytes, 1.13-1.16, hence WARP_ROW_HALVES_LOG_VPT): the spill allowed them, in bytes.
 HALF_LOG_WARP_SPILL = 24
 
@@ -46,7 +47,7 @@ def _warp_plans(dtype, op):
     warps the fewest and the most vectors, and 4, 8 and 11-12 where it gives them (registers grow with
     the vectors; compiling all of them took CI 100 s)."""
     isz = V.DTYPES[dtype]
-    plans = {V.warp_row_plan(cols, isz, op) for cols in range(1, V.WARP_ROWS_BYTES[isz] // isz + 1)} - {None}
+    plans = {WR.warps_and_vpt(cols, isz, op) for cols in range(1, WR.WARP_ROWS_BYTES[isz] // isz + 1)} - {None}
     ends = {(w, f(v for w2, v in plans if w2 == w)) for w, _ in plans for f in (min, max)}
     return sorted(p for p in plans if p in ends or p[1] in (4, 8, 11, 12))
 
@@ -76,7 +77,7 @@ def test_every_plan_of_every_dtype_and_op_compiles_without_spills(defines, spill
 def test_half_builds_move_8_halves_per_vector_and_round_once(dtype):
     from cupy.cuda import nvrtc
 
-    c = V.single_read_config(393216, H200, 4096, 2)
+    c = SR.single_read_config(393216, H200, 4096, 2)
     prog = nvrtc.createProgram(loader.kernel_source("single_read.cu"), "single_read.cu", [], [])
     try:
         nvrtc.compileProgram(prog, loader.options(c.defines() | V.kernel_defines(dtype, "softmax"), "sm_90"))
@@ -97,12 +98,12 @@ def test_plans_scale_with_the_element_size(rows, cols):
     clusters of one block, where halves keep fewer vectors per thread in registers, and for
     the block shape, where halves prefer warps that fill the SM's 4 partitions evenly and
     float32 blocks whose threads keep the registers of its whole path."""
-    half, single = V.single_read_config(2 * cols, H200, rows, 2), V.single_read_config(cols, H200, rows, 4)
-    if V.single_read_candidates(cols, H200, 4)[0].cluster > 1:
+    half, single = SR.single_read_config(2 * cols, H200, rows, 2), SR.single_read_config(cols, H200, rows, 4)
+    if SR.single_read_candidates(cols, H200, 4)[0].cluster > 1:
         assert (half.cluster, half.stages, half.blocks_per_sm) == (single.cluster, single.stages, single.blocks_per_sm)
         assert half.capacity_vecs >= -(-cols * 4 // 16)
         even = half.threads // 32 * half.blocks_per_sm % 4 == 0
-        roomy = V.keeps_whole_path(single.threads, single.blocks_per_sm)
+        roomy = SR.keeps_whole_path(single.threads, single.blocks_per_sm)
         assert half == single or even or roomy  # another shape only where one of the preferences asks for it
     else:
         assert half.capacity_vecs >= -(-cols * 4 // 16) and half.vpt <= single.vpt
@@ -110,8 +111,8 @@ def test_plans_scale_with_the_element_size(rows, cols):
 
 def test_the_limit_doubles_for_halves():
     for dev in (H200, SMALL_HOPPER):
-        assert V._single_read_limit(dev, "bfloat16") == 2 * V._single_read_limit(dev, "float32")
-        assert V._single_read_limit(dev, "float16", "log_softmax") == V._single_read_limit(dev, "float16")
+        assert SR.single_read_limit(dev, "bfloat16") == 2 * SR.single_read_limit(dev, "float32")
+        assert SR.single_read_limit(dev, "float16", "log_softmax") == SR.single_read_limit(dev, "float16")
     v = V.get_variant("single_read")
     limit = v.max_cols(H200, "bfloat16")
     assert limit >= 1_572_864
@@ -124,18 +125,18 @@ def test_the_limit_doubles_for_halves():
 @pytest.mark.parametrize("rows", [1, 132, 4096])
 def test_half_plans_fill_and_fit_the_halves_register_model(dtype, rows):
     for cols in LENGTHS:
-        c = V.single_read_config(cols, H200, rows, 2)
+        c = SR.single_read_config(cols, H200, rows, 2)
         vecs = -(-cols * 2 // 16)
         assert -(-vecs // c.cluster) <= c.threads * c.vpt
         assert vecs / c.capacity_vecs >= (0.9 if vecs >= 512 else 0.85), (cols, rows, c)  # as for floats
-        assert 4 * c.vpt + V._other_registers(c.cluster, 2) <= V._register_budget(c.threads, c.blocks_per_sm)
+        assert 4 * c.vpt + SR._other_registers(c.cluster, 2) <= RES.register_budget(c.threads, c.blocks_per_sm)
 
 
 def test_a_forced_one_block_plan_beyond_the_halves_registers_is_cannot_run():
-    c = V.ClusterConfig(1, 512, 22, 1)  # fits floats (40 others), not halves (48)
+    c = SR.ClusterConfig(1, 512, 22, 1)  # fits floats (40 others), not halves (48)
     shape = V.Shape(4, 8 * 512 * 22, 8 * 512 * 22, 8 * 512 * 22, itemsize=2, dtype="float16")
     with pytest.raises(V.CannotRun, match="register budget"):
-        V.get_variant("single_read").prepare(shape, H200, config=c)
+        V.get_variant("single_read").prepare(shape, H200, c)
 
 
 # ------------------------------------------------------------------ auto
@@ -175,7 +176,6 @@ def test_auto_for_float32_log_softmax_is_that_of_softmax(cols):
 def test_registry_holds_every_dtype_and_op_for_single_read_only():
     v = V.get_variant("single_read")
     assert set(v.dtypes) == set(V.DTYPES) and set(V.OPS) <= set(v.ops)
-    assert V.get_variant("long_row").dtypes == ("float32",)  # auto does not pick it: not extended
 
 
 # ------------------------------------------------------------------ realigned stores
@@ -224,7 +224,7 @@ HALVES = ("float16", "bfloat16")
 
 def _wide_plans():
     """single_read_plan's wide plans for half softmax over the grid, on the H200 and a smaller part."""
-    found = {V.single_read_plan(cols, dev, rows, "bfloat16") for dev in (H200, SMALL_HOPPER)
+    found = {SR.single_read_plan(cols, dev, rows, "bfloat16") for dev in (H200, SMALL_HOPPER)
              for cols in WIDE_LENGTHS for rows in WIDE_ROWS}
     return sorted((c for c in found if c and c.wide), key=lambda c: c.label())
 
@@ -242,7 +242,7 @@ def test_the_wide_grid_has_plans_of_every_kind():
     plans = _wide_plans()
     assert len(plans) >= 15
     assert {c.cluster for c in plans} == {1, 2, 4, 8, 16} and {c.stages for c in plans} >= {1, 2, 3}
-    assert all(c.vpt <= V.WIDE_MAX_VPT and c.defines()["SR_WIDE"] == 1 and c.label().endswith("w") for c in plans)
+    assert all(c.vpt <= SR.WIDE_MAX_VPT and c.defines()["SR_WIDE"] == 1 and c.label().endswith("w") for c in plans)
 
 
 @pytest.mark.parametrize("dtype", HALVES)
@@ -250,14 +250,14 @@ def test_the_wide_grid_has_plans_of_every_kind():
 def test_every_wide_plan_compiles_without_spills(config, dtype):
     used = _ptxas(config.defines() | V.kernel_defines(dtype, "softmax"))
     assert all(stores == loads == stack == 0 for _, stores, loads, stack in used.values()), used
-    budget = V._register_budget(config.threads, config.blocks_per_sm)
+    budget = RES.register_budget(config.threads, config.blocks_per_sm)
     assert used["single_read"][0] <= budget
-    assert V._registers_needed(config.vpt, config.cluster, 2, 1, True) <= budget
+    assert SR._registers_needed(config.vpt, config.cluster, 2, 1, True) <= budget
 
 
 @pytest.mark.parametrize("dtype", HALVES)
 def test_the_wide_warp_kernel_fits_its_128_registers(dtype):
-    used = _ptxas({"SR_WARP_VPT": V.WARP_ROW_WIDE_VPT, "SR_WIDE": 1} | V.kernel_defines(dtype, "softmax"))
+    used = _ptxas({"SR_WARP_VPT": WR.WIDE_VPT, "SR_WIDE": 1} | V.kernel_defines(dtype, "softmax"))
     regs, stores, loads, stack = used["single_read_warp"]
     assert regs <= 128 and stores == loads == stack == 0
 
@@ -302,14 +302,14 @@ def test_wide_softmax_takes_one_exponential_per_element(dtype, entry, vpt_define
 def test_the_wide_define_is_chosen_for_half_softmax_only(dtype, op):
     """Every plan of single_read: SR_WIDE (in its defines) only for float16/bfloat16 softmax, never
     for log_softmax, float32 or the backward."""
-    wanted = V.holds_wide(dtype, op)
+    wanted = SR.holds_wide(dtype, op)
     assert wanted == (dtype != "float32" and op == "softmax")
     backward = op in V.BACKWARD_OPS
     for dev in (H200, SMALL_HOPPER):
         for cols in (8193, 32000, 100003, 151936, 393216):
             for rows in WIDE_ROWS:
-                c = (V.single_read_config(cols, dev, rows, V.DTYPES[dtype], arrays=2) if backward
-                     else V.single_read_plan(cols, dev, rows, dtype, op))
+                c = (SR.single_read_config(cols, dev, rows, V.DTYPES[dtype], arrays=2) if backward
+                     else SR.single_read_plan(cols, dev, rows, dtype, op))
                 if c is not None:
                     assert not c.wide or wanted, (dev.name, cols, rows, c)
                     assert ("SR_WIDE" in c.defines()) == c.wide
@@ -328,10 +328,10 @@ def test_the_wide_define_is_chosen_for_half_softmax_only(dtype, op):
     (32, 786433, False),  # no wide plan holds it (the wide limit is 786432 halves)
 ])
 def test_half_softmax_takes_the_wide_plan_where_it_was_measured_faster(dtype, rows, cols, wide):
-    c = V.single_read_plan(cols, H200, rows, dtype, "softmax")
+    c = SR.single_read_plan(cols, H200, rows, dtype, "softmax")
     assert c.wide == wide, c
     if not wide:
-        assert c == V.single_read_config(cols, H200, rows, V.DTYPES[dtype], one_block_cost=V.HALVES_ONE_BLOCK_COST)
+        assert c == SR.single_read_config(cols, H200, rows, V.DTYPES[dtype], one_block_cost=SR.HALVES_ONE_BLOCK_COST)
 
 
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
@@ -344,22 +344,22 @@ def test_halves_take_groups_of_two_blocks_per_sm_where_the_cluster_has_one(dtype
     first.  Too few rows, and full clusters, keep the cluster; shorter rows keep their clusters
     of two blocks per SM; float32 keeps its groups of any blocks per SM."""
     for rows, cols in ((4096, 500000), (4096, 400000), (1300, 393217), (1024, 600001), (300, 500001)):
-        c = V.single_read_plan(cols, H200, rows, dtype, op)
-        assert c.memory_merge and c.blocks_per_sm == V.HALVES_MERGE_BLOCKS_PER_SM, (rows, cols, c)
-        assert c.capacity_vecs >= -(-cols // 8) and V.memory_merge_rounds(c, rows, H200) >= V.MEMORY_MERGE_MIN_ROUNDS
-        assert V.memory_merge_pays(c, rows, H200, 2) and not V.memory_merge_pays(c, rows, H200)
+        c = SR.single_read_plan(cols, H200, rows, dtype, op)
+        assert c.memory_merge and c.blocks_per_sm == SR.HALVES_MERGE_BLOCKS_PER_SM, (rows, cols, c)
+        assert c.capacity_vecs >= -(-cols // 8) and SR.memory_merge_rounds(c, rows, H200) >= SR.MEMORY_MERGE_MIN_ROUNDS
+        assert SR.memory_merge_pays(c, rows, H200, 2) and not SR.memory_merge_pays(c, rows, H200)
         assert V.preferences(V.Shape(rows, cols, cols, cols, itemsize=2, dtype=dtype, op=op), H200)[0].name == \
             "single_read"
-    few = V.single_read_plan(500000, H200, 32, dtype, op)
+    few = SR.single_read_plan(500000, H200, 32, dtype, op)
     assert not few.memory_merge and few.blocks_per_sm == 1
     first = V.preferences(V.Shape(264, 500000, 500000, 500000, itemsize=2, dtype=dtype, op=op), H200)
     assert [v.name for v in first[:2]] == ["cluster_row", "single_read"]
-    full = V.single_read_plan(786432, H200, 4096, dtype, op)  # a full cluster of 8 x 512 x 24 packed; wide of 16 x 512 x 12
+    full = SR.single_read_plan(786432, H200, 4096, dtype, op)  # a full cluster of 8 x 512 x 24 packed; wide of 16 x 512 x 12
     assert full.memory_merge == (op == "softmax"), full
     for cols in (151936, 393216):
-        c = V.single_read_plan(cols, H200, 4096, dtype, op)
+        c = SR.single_read_plan(cols, H200, 4096, dtype, op)
         assert not c.memory_merge and (c.blocks_per_sm == 2 or c.wide), c
-    assert V.single_read_plan(500000, H200, 4096, "float32", op) == V.memory_merge_config(500000, H200, 4096)
+    assert SR.single_read_plan(500000, H200, 4096, "float32", op) == SR.memory_merge_config(500000, H200, 4096)
 
 
 @pytest.mark.parametrize("dtype", HALVES)
@@ -371,7 +371,7 @@ def test_cluster_row_goes_ahead_of_a_group_of_its_own_blocks(dtype):
     cluster_row as every single_read cluster does."""
     for rows, cols in ((4096, 786432), (528, 786432), (1056, 750001), (16384, 737281)):
         shape = V.Shape(rows, cols, cols, cols, itemsize=2, dtype=dtype, op="softmax")
-        merged, plan = V.single_read_plan(cols, H200, rows, dtype), V.cluster_row_plan(cols, H200, rows, 2)
+        merged, plan = SR.single_read_plan(cols, H200, rows, dtype), CR.cluster_row_plan(cols, H200, rows, 2)
         assert merged.memory_merge and (merged.cluster, merged.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm)
         assert [v.name for v in V.preferences(shape, H200)[:2]] == ["cluster_row", "single_read"], (rows, cols)
     for rows, cols, op in ((4096, 600001, "softmax"), (1056, 500000, "softmax"), (4096, 786432, "log_softmax")):
@@ -385,11 +385,11 @@ def test_memory_merged_groups_take_the_place_of_clusters_of_16_where_they_pay(dt
     rounds, the cluster of 16; 1572864 halves (786432 floats): the cluster is full, no smaller
     group."""
     cols = 786433 if dtype != "float32" else 393217
-    merged = V.single_read_plan(cols, H200, 4096, dtype, "log_softmax")
-    assert merged.memory_merge and merged.cluster < V.MAX_CLUSTER and V.memory_merge_pays(merged, 4096, H200)
-    assert not V.single_read_plan(cols, H200, 32, dtype, "log_softmax").memory_merge
-    full = V.single_read_plan((3 << 20) // V.DTYPES[dtype], H200, 4096, dtype, "log_softmax")
-    assert not full.memory_merge and full.cluster == V.MAX_CLUSTER
+    merged = SR.single_read_plan(cols, H200, 4096, dtype, "log_softmax")
+    assert merged.memory_merge and merged.cluster < RES.MAX_CLUSTER and SR.memory_merge_pays(merged, 4096, H200)
+    assert not SR.single_read_plan(cols, H200, 32, dtype, "log_softmax").memory_merge
+    full = SR.single_read_plan((3 << 20) // V.DTYPES[dtype], H200, 4096, dtype, "log_softmax")
+    assert not full.memory_merge and full.cluster == RES.MAX_CLUSTER
 
 
 @pytest.mark.parametrize("dtype", V.DTYPES)
@@ -403,23 +403,23 @@ def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols)
         seen.append((source, entry, dict(defines or {})))
         raise RuntimeError("no GPU in this test")
 
-    monkeypatch.setattr(V.loader, "get_kernel", fake_get_kernel)
+    monkeypatch.setattr(loader, "get_kernel", fake_get_kernel)
     isz = V.DTYPES[dtype]
     shape = V.Shape(8, cols, cols, cols, itemsize=isz, dtype=dtype, op=op, ld_g=cols if op in V.BACKWARD_OPS else 0)
     with pytest.raises((RuntimeError, V.CannotRun)):
         V.get_variant("single_read").prepare(shape, H200)
-    if cols > V._single_read_max_cols(H200, dtype, op):
+    if cols > SR.single_read_max_cols(H200, dtype, op):
         assert not seen
         return
     (source, entry, defines), = seen
     assert source == ("single_read_backward.cu" if op in V.BACKWARD_OPS else "single_read.cu")
-    warp = V.warp_row_plan(cols, isz, op)
+    warp = WR.warps_and_vpt(cols, isz, op)
     assert entry == ("single_read_warp" if warp else source[:-3])
     if warp:  # wide while a lane holds at most 8 widened vectors
-        wide = V.holds_wide(dtype, op) and warp[1] <= V.WARP_ROW_WIDE_VPT
+        wide = SR.holds_wide(dtype, op) and warp[1] <= WR.WIDE_VPT
         assert (defines.get("SR_ROW_WARPS", 1), defines["SR_WARP_VPT"]) == warp
     else:
-        wide = V.holds_wide(dtype, op) and cols <= V._single_read_limit(H200, dtype, op, wide=True)
+        wide = SR.holds_wide(dtype, op) and cols <= SR.single_read_limit(H200, dtype, op, wide=True)
     assert defines.get("SR_WIDE", 0) == (1 if wide else 0), (source, entry, defines)
 
 
@@ -433,7 +433,7 @@ def test_launches_build_wide_for_half_softmax_only(monkeypatch, dtype, op, cols)
     (12288, 2, "log_softmax", (4, 12)),
 ])
 def test_the_warps_hold_the_row_in_as_few_warps_and_vectors_as_it_needs(cols, itemsize, op, plan):
-    assert V.warp_row_plan(cols, itemsize, op) == plan
+    assert WR.warps_and_vpt(cols, itemsize, op) == plan
     warps, vpt = plan
     assert 32 * warps * vpt * 16 >= cols * itemsize  # the row fits at any alignment (head and tail are scalars)
 
@@ -441,26 +441,26 @@ def test_the_warps_hold_the_row_in_as_few_warps_and_vectors_as_it_needs(cols, it
 @pytest.mark.parametrize("cols, itemsize, op", [(3073, 4, "softmax"), (16385, 2, "softmax"), (12289, 2, "log_softmax"),
                                                 (1 << 20, 2, "softmax"), (64, 4, "softmax_backward")])
 def test_no_warps_hold_rows_past_warp_rows_bytes_nor_backward_rows(cols, itemsize, op):
-    assert V.warp_row_plan(cols, itemsize, op) is None
+    assert WR.warps_and_vpt(cols, itemsize, op) is None
 
 
 @pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=lambda d: d.name)
 @pytest.mark.parametrize("dtype", HALVES)
 def test_rows_past_the_wide_limit_get_the_packed_plan(dev, dtype):
-    wide_limit = V._single_read_limit(dev, dtype, wide=True)
-    limit = V._single_read_limit(dev, dtype)
-    assert V._single_read_limit(dev, "float32") <= wide_limit < limit  # wide holds at least float32's row
-    assert limit == V._single_read_limit(dev, dtype, "log_softmax")
-    assert V.get_variant("single_read").max_cols(dev, dtype) == V._single_read_max_cols(dev, dtype) > limit
+    wide_limit = SR.single_read_limit(dev, dtype, wide=True)
+    limit = SR.single_read_limit(dev, dtype)
+    assert SR.single_read_limit(dev, "float32") <= wide_limit < limit  # wide holds at least float32's row
+    assert limit == SR.single_read_limit(dev, dtype, "log_softmax")
+    assert V.get_variant("single_read").max_cols(dev, dtype) == SR.single_read_max_cols(dev, dtype) > limit
     for rows in WIDE_ROWS:
         for cols in (wide_limit - 1, wide_limit):  # wide, or where it has the rounds the halves' group
-            c = V.single_read_plan(cols, dev, rows, dtype)
-            assert c.wide or (c.memory_merge and c.blocks_per_sm == V.HALVES_MERGE_BLOCKS_PER_SM), c
+            c = SR.single_read_plan(cols, dev, rows, dtype)
+            assert c.wide or (c.memory_merge and c.blocks_per_sm == SR.HALVES_MERGE_BLOCKS_PER_SM), c
         for cols in (wide_limit + 1, (wide_limit + limit) // 2, limit):
-            c = V.single_read_plan(cols, dev, rows, dtype)
-            assert not c.wide and (c == V.single_read_config(cols, dev, rows, 2) or c.memory_merge)
+            c = SR.single_read_plan(cols, dev, rows, dtype)
+            assert not c.wide and (c == SR.single_read_config(cols, dev, rows, 2) or c.memory_merge)
             assert c.capacity_vecs * 8 >= cols
-        assert V.single_read_plan(limit + 1, dev, rows, dtype).memory_merge  # past a cluster: a group
+        assert SR.single_read_plan(limit + 1, dev, rows, dtype).memory_merge  # past a cluster: a group
 
 
 @pytest.mark.parametrize("defines, why", [
@@ -484,25 +484,25 @@ def test_the_backward_refuses_the_wide_define():
 
 
 def test_wide_configurations_are_checked_in_python_too():
-    assert V.ClusterConfig(8, 512, 12, 1, wide=True).defines()["SR_WIDE"] == 1
+    assert SR.ClusterConfig(8, 512, 12, 1, wide=True).defines()["SR_WIDE"] == 1
     with pytest.raises(ValueError, match="register budget"):
-        V.ClusterConfig(1, 512, 12, 1, wide=True)  # 8 x 12 + 40 > 128
+        SR.ClusterConfig(1, 512, 12, 1, wide=True)  # 8 x 12 + 40 > 128
     with pytest.raises(ValueError, match="at most 12"):
-        V.ClusterConfig(2, 256, 13, 1, wide=True)
+        SR.ClusterConfig(2, 256, 13, 1, wide=True)
     with pytest.raises(ValueError, match="one array"):
-        V.ClusterConfig(2, 256, 4, 1, 1, 2, True)
-    wide = V.ClusterConfig(2, 512, 4, 1, wide=True)
+        SR.ClusterConfig(2, 256, 4, 1, 1, 2, True)
+    wide = SR.ClusterConfig(2, 512, 4, 1, wide=True)
     for dtype, op in (("float32", "softmax"), ("bfloat16", "log_softmax")):
         shape = V.Shape(4, 20000, 20000, 20000, itemsize=V.DTYPES[dtype], dtype=dtype, op=op)
         with pytest.raises(V.CannotRun, match="wide plan"):
-            V.get_variant("single_read").prepare(shape, H200, config=wide)
+            V.get_variant("single_read").prepare(shape, H200, wide)
 
 
 def test_half_plans_prefer_warps_that_fill_the_partitions_evenly():
     """Measured at 4096 x 151936 (notes/TUNING.md): 2x640x15 over the float plan's 19 warps, one block per SM."""
-    assert V.block_shape(9496, 1, V.VPT_TARGET, 2, 1 << 30, 2) == (640, 15)
-    assert V.single_read_config(151936, H200, 4096, 2).threads == 640
-    assert V.single_read_config(151936, H200, 4096, 4).threads == 512  # float32: the whole path's registers
+    assert SR.block_shape(9496, 1, SR.VPT_TARGET, 2, 1 << 30, 2) == (640, 15)
+    assert SR.single_read_config(151936, H200, 4096, 2).threads == 640
+    assert SR.single_read_config(151936, H200, 4096, 4).threads == 512  # float32: the whole path's registers
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -515,16 +515,16 @@ def test_half_plans_prefer_warps_that_fill_the_partitions_evenly():
     (262144, "8x256x16x1x2"),
 ])
 def test_half_plans_in_clusters_take_two_blocks_per_sm_of_the_fewest_threads(dtype, op, cols, label):
-    assert V.single_read_plan(cols, H200, 4096, dtype, op).label() == label
+    assert SR.single_read_plan(cols, H200, 4096, dtype, op).label() == label
 
 
 def test_half_plans_keep_one_block_per_sm_for_single_blocks_wide_full_blocks_and_clusters_of_16():
-    assert V.single_read_plan(50257, H200, 4096, "bfloat16", "log_softmax").label() == "1x512x13x1x1"  # 1.14 / 1.24
-    assert V.single_read_plan(393216, H200, 4096, "bfloat16", "softmax").label() == "8x512x12x1x1w"  # 1.12 / 1.18
-    assert V.single_read_plan(393216, H200, 4096, "bfloat16", "log_softmax").label() == "8x256x24x1x2"
+    assert SR.single_read_plan(50257, H200, 4096, "bfloat16", "log_softmax").label() == "1x512x13x1x1"  # 1.14 / 1.24
+    assert SR.single_read_plan(393216, H200, 4096, "bfloat16", "softmax").label() == "8x512x12x1x1w"  # 1.12 / 1.18
+    assert SR.single_read_plan(393216, H200, 4096, "bfloat16", "log_softmax").label() == "8x256x24x1x2"
     for dev in (H200, SMALL_HOPPER):
         for cols in range(8193, 786433, 4099):
             for dtype, op in (("bfloat16", "softmax"), ("float16", "log_softmax")):
-                plan = V.single_read_plan(cols, dev, 4096, dtype, op)
+                plan = SR.single_read_plan(cols, dev, 4096, dtype, op)
                 if plan is not None and not plan.memory_merge:
-                    assert plan.blocks_per_sm == 1 or plan.cluster < V.MAX_CLUSTER, (dev.name, cols, plan)
+                    assert plan.blocks_per_sm == 1 or plan.cluster < RES.MAX_CLUSTER, (dev.name, cols, plan)

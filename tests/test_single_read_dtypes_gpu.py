@@ -8,16 +8,17 @@ log(sum), as tests/test_dtypes_gpu.py), float32 within 1e-6 relative."""
 
 import sys
 import textwrap
-
 import zlib
 
 import numpy as np
 import pytest
+from forced import forced_plan
 from sanitizer import run_sanitized
 
 import softmax_lab
-import softmax_lab.variants  # noqa: F401
+import softmax_lab.variants
 from softmax_lab.reference import log_softmax_reference, op_error, softmax_reference
+from softmax_lab.variants import single_read as SR
 
 V = sys.modules["softmax_lab.variants"]
 pytestmark = pytest.mark.gpu
@@ -75,7 +76,7 @@ def _launch(x, y, op, variant="single_read", **knobs):
     dtype = str(x.dtype).removeprefix("torch.")
     shape = V.Shape(x.shape[0], x.shape[1], x.stride(0), y.stride(0), x.data_ptr() % 16, y.data_ptr() % 16,
                     itemsize=x.element_size(), dtype=dtype, op=op)
-    launch = V.get_variant(variant).prepare(shape, dev, **knobs)
+    launch = V.get_variant(variant).prepare(shape, dev, forced_plan(variant, shape, dev, **knobs) if knobs else None)
     launch(x.data_ptr(), y.data_ptr(), _torch_stream(torch))
     torch.cuda.synchronize()
 
@@ -132,7 +133,7 @@ def test_small_configurations_full_and_odd(dtype, op, config, x_off, y_off):
     """Forced small plans, rows filling them to the last vector, odd lengths, a row of one."""
     torch = _torch()
     _hopper()
-    cfg = V.ClusterConfig(*config)
+    cfg = SR.ClusterConfig(*config)
     full = cfg.capacity_vecs * 8
     for rows, cols in ((5, full - 8), (9, 8 * cfg.cluster * 7 + 1), (3, min(1031, full - 8)), (4, 1)):
         x = _input(torch, rows, cols, dtype, x_off, seed=cols)
@@ -149,7 +150,7 @@ def test_small_wide_configurations_full_and_odd(dtype, config, x_off, y_off):
     """The same for forced wide plans (SR_WIDE: half softmax, e in place), special rows among them."""
     torch = _torch()
     _hopper()
-    cfg = V.ClusterConfig(*config, wide=True)
+    cfg = SR.ClusterConfig(*config, wide=True)
     full = cfg.capacity_vecs * 8
     for rows, cols in ((5, full - 8), (9, 8 * cfg.cluster * 7 + 1), (3, min(1031, full - 8)), (4, 1)):
         x = _input(torch, rows, cols, dtype, x_off, seed=cols)
@@ -169,7 +170,7 @@ def test_two_blocks_per_sm_plans_at_odd_alignments(dtype, op, cols):
     rows and run on a few: x and y at different alignments, rows of -inf, all -inf and NaN."""
     torch = _torch()
     dev = _hopper()
-    config = V.single_read_plan(cols, dev, 4096, dtype, op)
+    config = SR.single_read_plan(cols, dev, 4096, dtype, op)
     assert config.blocks_per_sm == 2 and config.cluster > 1, config
     for x_off, y_off in ((0, 0), (3, 5), (1, 0)):
         x = _input(torch, 9, cols, dtype, x_off, seed=cols + x_off)
@@ -217,7 +218,7 @@ def test_special_values_follow_torch(dtype, op, cols):
     assert _ok(_error(out, x, dtype, op), dtype)
 
 
-@pytest.mark.parametrize("variant", ["single_read", "cluster_row", "multi_block_l2", "multi_block_smem"])
+@pytest.mark.parametrize("variant", [v.name for v in softmax_lab.variants().values() if v.reads == 1])
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", [1000, 70001, 151936, 393216])
@@ -280,6 +281,9 @@ SANITIZER_SCRIPT = textwrap.dedent(
     import softmax_lab.variants
     from softmax_lab.reference import log_softmax_reference, op_error, softmax_reference
     V = sys.modules["softmax_lab.variants"]
+    from softmax_lab.variants import cluster_row as CR, multi_block_smem as MBS, single_read as SR  # noqa: F401
+    sys.path.insert(0, "tests")
+    from forced import forced_plan  # noqa: F401
     dev = softmax_lab.device_info()
     wrong = []
 
@@ -289,8 +293,8 @@ SANITIZER_SCRIPT = textwrap.dedent(
         x, y = xb[:, xo:], yb[:, yo:]
         shape = V.Shape(rows, cols, cols + xo, cols + yo, x.data_ptr() % 16, y.data_ptr() % 16,
                         itemsize=x.element_size(), dtype=dtype, op=op)
-        V.get_variant(variant).prepare(shape, dev, **knobs)(
-            x.data_ptr(), y.data_ptr(), softmax_lab.api._external(torch.cuda.current_stream().cuda_stream, 0))
+        V.get_variant(variant).prepare(shape, dev, forced_plan(variant, shape, dev, **knobs) if knobs else None)(
+            x.data_ptr(), y.data_ptr(), softmax_lab.arrays.external_stream(torch.cuda.current_stream().cuda_stream, 0))
         torch.cuda.synchronize()
         ref = (softmax_reference if op == "softmax" else log_softmax_reference)(x.double().cpu().numpy())
         got = y.double().cpu().numpy()
@@ -303,10 +307,10 @@ SANITIZER_SCRIPT = textwrap.dedent(
             for cols in (1000, 2047, 2049, 3071, 4093, 10001, 40000, 393216):
                 run(dtype, op, 3, cols, 1, 3)  # derived plans and the warp path (up to 16 vectors a lane), rows of 3
             for cfg in [(1, 128, 4, 2, 1), (2, 64, 3, 1, 2), (16, 32, 2, 1, 1)]:
-                c = V.ClusterConfig(*cfg)
+                c = SR.ClusterConfig(*cfg)
                 run(dtype, op, 4, c.capacity_vecs * 16 // V.DTYPES[dtype] - 5, 2, 1, config=c)
             if dtype != "float32":  # a plan of two blocks per SM in a cluster of 4, derived for 4096 rows
-                run(dtype, op, 3, 151936, 1, 3, config=V.single_read_plan(151936, dev, 4096, dtype, op))
+                run(dtype, op, 3, 151936, 1, 3, config=SR.single_read_plan(151936, dev, 4096, dtype, op))
                 for cols in (1000, 40001, 128256):  # cluster_row's halves: exp_elem in the sums (and outputs)
                     run(dtype, op, 3, cols, 1, 3, variant="cluster_row")
                 run(dtype, op, 3, 786431, 1, 3, variant="cluster_row")  # 16 x 256 x 24 x 2: auto's, past 1056 rows

@@ -1,29 +1,30 @@
 """The registry, traffic model and launch rules: pure functions, no GPU."""
 
+import importlib
 import math
 
+import cupy
 import pytest
+from devices import A100, H200, SINGLE_READ_CONFIGS, SMALL_HOPPER
 
 import softmax_lab
-from softmax_lab.device import DeviceInfo
-import sys
+from softmax_lab.variants import auto as AUTO
+from softmax_lab.variants import base as BASE
+from softmax_lab.variants import choose, get_variant
+from softmax_lab.variants import cluster_row as CR
+from softmax_lab.variants import multi_block_smem as MBS
+from softmax_lab.variants import resources as RES
+from softmax_lab.variants import single_read as SR
 
-import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
-from softmax_lab.variants import (AUTO_RULES, SINGLE_READ_CONFIGS, ClusterConfig, LongRowConfig, choose, get_variant,
-                                  long_row_config, single_read_config)
+V = importlib.import_module("softmax_lab.variants")  # the package: softmax_lab.variants is also the registry's function
 
-V = sys.modules["softmax_lab.variants"]
-
-H200 = DeviceInfo(0, "NVIDIA H200", 90, 132, 60 * 2**20, 232448, 233472)
-A100 = DeviceInfo(0, "NVIDIA A100", 80, 108, 40 * 2**20, 166912, 167936)
-SMALL_HOPPER = DeviceInfo(0, "a smaller sm_90 part", 90, 66, 25 * 2**20, 101376, 102400)  # MIG-like slice
 HEADLINE = (4096, 393216)
 
 
 def test_registry_order_and_names():
-    assert list(softmax_lab.variants()) == ["three_pass", "two_pass", "multi_block", "multi_block_l2", "multi_block_smem",
-                                           "single_read",
-                                           "cluster_row", "long_row"]
+    names = list(softmax_lab.variants())
+    assert names[:3] == ["three_pass", "two_pass", "multi_block"]  # the seed's, first: the lab's comparison
+    assert len(set(names)) == len(names) and all(get_variant(n).name == n for n in names)
     for name, v in softmax_lab.variants().items():
         assert v.name == name and v.source.endswith(".cu") and v.entries and v.summary and v.launch_rule
 
@@ -46,7 +47,7 @@ def test_single_read_limit_and_refusal():
     limit = get_variant("single_read").max_cols(H200)
     assert limit >= 786432
     assert "at most" in get_variant("single_read").unsupported_reason(limit + 1, H200)
-    assert single_read_config(limit + 1, H200) is None
+    assert SR.single_read_config(limit + 1, H200) is None
     caps = [c.capacity_floats for c in SINGLE_READ_CONFIGS]
     assert caps == sorted(caps)
 
@@ -55,20 +56,20 @@ def test_line_shift_only_where_a_slice_starts_off_a_line():
     def shape(cols, rows=4096, x_offset=0, ld=None, dtype="float32"):
         return V.Shape(rows, cols, ld or cols, ld or cols, x_offset, 0, V.DTYPES[dtype], dtype)
 
-    plan = single_read_config(128256, H200, 4096)  # 4 x 512 x 16: rows and slices on 128-byte lines
+    plan = SR.single_read_config(128256, H200, 4096)  # 4 x 512 x 16: rows and slices on 128-byte lines
     assert plan.cluster == 4 and not plan.line_shift
-    assert V.line_shifted(plan, shape(128256), H200) == plan
+    assert SR.line_shifted(plan, shape(128256), H200) == plan
     for misaligned in (shape(128259), shape(128256, x_offset=64), shape(128256, ld=128260)):
-        shifted = V.line_shifted(plan, misaligned, H200)
+        shifted = SR.line_shifted(plan, misaligned, H200)
         assert shifted.line_shift and shifted.defines()["SR_LINE_SHIFT"] == 1
         assert shifted.smem_bytes == plan.smem_bytes + 128 * plan.stages and shifted.label().endswith("s")
-    assert V.line_shifted(plan, shape(128256, rows=1, ld=128260), H200) == plan  # one row: its own stride
+    assert SR.line_shifted(plan, shape(128256, rows=1, ld=128260), H200) == plan  # one row: its own stride
     # rows on lines but slices of 100000 bytes, a quarter of a 400000-byte row
-    assert V.line_shifted(single_read_config(100000, H200, 4096), shape(100000), H200).line_shift
-    headline = single_read_config(393216, H200, 4096)  # float32 at 24 vectors a thread: ptxas spills
-    assert headline.vpt == V.MAX_VPT and V.line_shifted(headline, shape(393215), H200) == headline
-    halves = V.single_read_plan(262147, H200, 4096, "float16", "log_softmax")
-    assert V.line_shifted(halves, shape(262147, dtype="float16"), H200).line_shift
+    assert SR.line_shifted(SR.single_read_config(100000, H200, 4096), shape(100000), H200).line_shift
+    headline = SR.single_read_config(393216, H200, 4096)  # float32 at 24 vectors a thread: ptxas spills
+    assert headline.vpt == SR.MAX_VPT and SR.line_shifted(headline, shape(393215), H200) == headline
+    halves = SR.single_read_plan(262147, H200, 4096, "float16", "log_softmax")
+    assert SR.line_shifted(halves, shape(262147, dtype="float16"), H200).line_shift
 
 
 def test_backward_line_shift_takes_both_rows_and_its_smem_doubles():
@@ -76,17 +77,17 @@ def test_backward_line_shift_takes_both_rows_and_its_smem_doubles():
         return V.Shape(4096, cols, cols, cols, x_offset, 0, V.DTYPES[dtype], dtype, "softmax_backward",
                        ld_g or cols, g_offset)
 
-    plan = single_read_config(128256, H200, 4096, 2, arrays=2)  # 4 x 512 x 8 pairs: slices on lines
-    assert plan.cluster == 4 and V.line_shifted(plan, shape(128256), H200) == plan
+    plan = SR.single_read_config(128256, H200, 4096, 2, arrays=2)  # 4 x 512 x 8 pairs: slices on lines
+    assert plan.cluster == 4 and SR.line_shifted(plan, shape(128256), H200) == plan
     for off_line in (shape(128259), shape(128256, x_offset=64, g_offset=64), shape(128256, g_offset=32),
                      shape(128256, ld_g=128264),  # y on lines, dy not (an offset of 32 bytes, a stride of 16)
                      shape(151936)):  # rows on lines, slices of 4748 vectors not
-        shifted = V.line_shifted(plan, off_line, H200)
+        shifted = SR.line_shifted(plan, off_line, H200)
         assert shifted.line_shift and shifted.defines()["SR_LINE_SHIFT"] == 1
         assert shifted.smem_bytes == plan.smem_bytes + 2 * 128 * plan.stages  # 7 vectors more for y and for dy
     # float32 pairs at MAX_VPT / 2 keep the plain build (log_softmax's spilled with the shift)
-    wide_pairs = ClusterConfig(8, 512, V.MAX_VPT // 2, 1, 1, 2)
-    assert V.line_shifted(wide_pairs, shape(196607, dtype="float32"), H200) == wide_pairs
+    wide_pairs = SR.ClusterConfig(8, 512, SR.MAX_VPT // 2, 1, 1, 2)
+    assert SR.line_shifted(wide_pairs, shape(196607, dtype="float32"), H200) == wide_pairs
 
 
 # Awkward lengths: LLM vocabularies, primes, powers of two and their neighbours.
@@ -94,18 +95,18 @@ LENGTHS = sorted({1025, 1031, 2047, 4096, 4099, 8191, 16384, 16385, 32000, 50257
                   151936, 200003, 262144, 262147, 393216, 393217, 500000, 700001} | set(range(5000, 786432, 37717)))
 
 
-def _registers(c: ClusterConfig) -> int:
-    return V._register_budget(c.threads, c.blocks_per_sm)
+def _registers(c: SR.ClusterConfig) -> int:
+    return RES.register_budget(c.threads, c.blocks_per_sm)
 
 
 @pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=["h200", "small"])
 @pytest.mark.parametrize("rows", [1, 32, 132, 512, 4096, 1 << 20])
 def test_derived_plans_hold_fill_and_fit(dev, rows):
     for cols in LENGTHS:
-        if cols > V._single_read_limit(dev):  # past a cluster: memory-merged groups (single_read_plan)
-            assert single_read_config(cols, dev, rows) is None
+        if cols > SR.single_read_limit(dev):  # past a cluster: memory-merged groups (single_read_plan)
+            assert SR.single_read_config(cols, dev, rows) is None
             continue
-        c = single_read_config(cols, dev, rows)
+        c = SR.single_read_config(cols, dev, rows)
         vecs = -(-cols // 4)
         assert c is not None, (cols, rows)
         assert c.cluster in (1, 2, 4, 8, 16)
@@ -113,9 +114,9 @@ def test_derived_plans_hold_fill_and_fit(dev, rows):
         assert -(-vecs // c.cluster) <= c.threads * c.vpt  # the row fits
         # and fills the configuration (whole warps cannot fill slices of a few hundred vectors exactly)
         assert vecs / c.capacity_vecs >= (0.9 if vecs >= 512 else 0.85), (cols, rows, c)
-        smem = V._block_smem(c.threads, c.vpt, c.stages) + V.SMEM_RESERVED
+        smem = SR._block_smem(c.threads, c.vpt, c.stages) + SR.SMEM_RESERVED
         assert smem <= min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // c.blocks_per_sm)
-        assert 4 * c.vpt + V.OTHER_REGISTERS <= _registers(c)
+        assert 4 * c.vpt + SR.OTHER_REGISTERS <= _registers(c)
 
 
 @pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=["h200", "small"])
@@ -126,10 +127,10 @@ def test_half_plans_fill_all_but_each_threads_last_vector(dev, dtype, op):
     each thread past the slice, or they lose that path (not correctness: the compares remain)."""
     for cols in LENGTHS + [50257, 100003, 151936, 200003, 262144, 393216]:
         for rows in (132, 4096):
-            c = V.single_read_plan(cols, dev, rows, dtype, op)
+            c = SR.single_read_plan(cols, dev, rows, dtype, op)
             if c is None or c.memory_merge:
                 continue
-            per_block = -(-V._row_vecs(cols, 2) // c.cluster)
+            per_block = -(-RES.row_vecs(cols, 2) // c.cluster)
             assert per_block >= (c.vpt - 1) * c.threads, (cols, rows, c)
 
 
@@ -138,35 +139,35 @@ def test_half_plans_fill_all_but_each_threads_last_vector(dev, dtype, op):
     (4096, 393216, "8x512x24x1x1"), (132, 393216, "8x512x24x1x1"), (16384, 32000, "1x512x16x1x1"),
     (4096, 128256, "4x512x16x1x1"), (512, 100003, "4x512x13x1x1"),
     (8192, 50257, "2x512x13x1x1"), (32, 393216, "16x512x12x1x1"),
-    # 512-thread blocks for the whole path, 2026-12-02 (notes/tune-runs/2026-12-02-float-whole-path-p37.txt):
+    # 512-thread blocks for the whole path, 2026-12-02 (notes/TUNING.md#the-whole-path):
     # 1.06, 1.09, 1.09 against 4x608x16's 1.07, 8x608x16's 1.10, 8x544x16's 1.12
     (4096, 151936, "4x512x19x1x1"), (4096, 300001, "8x512x19x1x1"), (4096, 262147, "8x512x17x1x1"),
 ])
 def test_plans_on_the_h200_are_the_measured_ones(rows, cols, label):
-    assert single_read_config(cols, H200, rows).label() == label
+    assert SR.single_read_config(cols, H200, rows).label() == label
 
 
 def test_clusters_have_one_stage():
     for cols in LENGTHS:
-        for c in V.single_read_candidates(cols, H200):
+        for c in SR.single_read_candidates(cols, H200):
             assert c.cluster == 1 or c.stages == 1
 
 
 def test_clusters_of_8_or_more_push_their_merge_and_smaller_ones_publish_it():
     """SR_PUSHED_MERGE where the cluster has 8 blocks or more, for the forward's clusters only."""
     for cluster, pushed in ((2, False), (4, False), (8, True), (16, True)):
-        c = V.ClusterConfig(cluster, 256, 4, 1)
+        c = SR.ClusterConfig(cluster, 256, 4, 1)
         assert c.pushed_merge == pushed and ("SR_PUSHED_MERGE" in c.defines()) == pushed
-    assert not V.ClusterConfig(8, 256, 4, 1, arrays=2).pushed_merge  # the backward publishes its dot
-    assert not V.ClusterConfig(8, 256, 4, 1, memory_merge=True).pushed_merge
-    assert V.single_read_plan(393216, V._H200, 4096, "bfloat16", "softmax").pushed_merge
-    assert not V.single_read_plan(151936, V._H200, 4096, "bfloat16", "softmax").pushed_merge
+    assert not SR.ClusterConfig(8, 256, 4, 1, arrays=2).pushed_merge  # the backward publishes its dot
+    assert not SR.ClusterConfig(8, 256, 4, 1, memory_merge=True).pushed_merge
+    assert SR.single_read_plan(393216, H200, 4096, "bfloat16", "softmax").pushed_merge
+    assert not SR.single_read_plan(151936, H200, 4096, "bfloat16", "softmax").pushed_merge
 
 
 def test_old_table_lengths_fill_better():
     # the hand table filled 49 % at 32000 and 128256 columns
     for cols in (32000, 128256):
-        c = single_read_config(cols, H200, 4096)
+        c = SR.single_read_config(cols, H200, 4096)
         assert -(-cols // 4) / c.capacity_vecs > 0.95
 
 
@@ -176,7 +177,7 @@ def test_old_table_lengths_fill_better():
 def test_cluster_config_rejects_what_the_kernel_cannot_run(bad):
     args = dict(cluster=8, threads=512, vpt=8, stages=1) | bad
     with pytest.raises(ValueError):
-        ClusterConfig(**args)
+        SR.ClusterConfig(**args)
 
 
 # ------------------------------------------------------------ memory-merged groups
@@ -185,14 +186,14 @@ def test_cluster_config_rejects_what_the_kernel_cannot_run(bad):
 def test_memory_merged_config_rejects_what_the_kernel_cannot_run(bad):
     args = dict(cluster=33, threads=128, vpt=8, stages=1, memory_merge=True) | bad
     with pytest.raises(ValueError):
-        ClusterConfig(**args)
+        SR.ClusterConfig(**args)
 
 
 def test_memory_merged_config_builds_plain_blocks_of_any_group_size():
-    c = ClusterConfig(33, 512, 16, 1, memory_merge=True)  # not a power of two, past a cluster's 16
+    c = SR.ClusterConfig(33, 512, 16, 1, memory_merge=True)  # not a power of two, past a cluster's 16
     assert c.defines()["SR_CLUSTER"] == 1 and c.defines()["SR_MEMORY_MERGE"] == 1
     assert c.label() == "33x512x16x1x1m" and c.capacity_vecs == 33 * 512 * 16
-    assert "SR_MEMORY_MERGE" not in ClusterConfig(16, 512, 16, 1).defines()
+    assert "SR_MEMORY_MERGE" not in SR.ClusterConfig(16, 512, 16, 1).defines()
 
 
 @pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=["h200", "small"])
@@ -200,37 +201,37 @@ def test_memory_merged_config_builds_plain_blocks_of_any_group_size():
 @pytest.mark.parametrize("rows", [1, 32, 132, 4096])
 def test_memory_merged_plans_hold_fill_and_fit(dev, itemsize, rows):
     for cols in (393217, 500001, 786433, 1 << 20, 3_000_017, 1 << 22, 6_000_000):
-        c = V.memory_merge_config(cols, dev, rows, itemsize)
+        c = SR.memory_merge_config(cols, dev, rows, itemsize)
         if c is None:
-            assert cols * itemsize > dev.sm_count * V._single_read_block_vecs(dev) * 16
+            assert cols * itemsize > dev.sm_count * SR._block_vecs(dev) * 16
             continue
         vecs = -(-cols * itemsize // 16)
         shape = V.Shape(rows, cols, cols, cols, itemsize=itemsize, dtype="float32" if itemsize == 4 else "bfloat16")
         assert c.memory_merge and not c.wide and c.stages == 1
         assert 2 <= c.cluster <= min(c.threads, dev.sm_count * c.blocks_per_sm)  # a group can be resident at once
-        assert c.cluster * V.memory_merge_slice(c, shape) >= vecs
-        assert V.memory_merge_slice(c, shape) <= c.threads * c.vpt  # every slice fits its block
-        assert vecs / c.capacity_vecs >= V.MIN_FILL, (cols, rows, c)
-        assert V._block_smem(c.threads, c.vpt, 1) + V.SMEM_RESERVED <= \
+        assert c.cluster * SR.memory_merge_slice(c, shape) >= vecs
+        assert SR.memory_merge_slice(c, shape) <= c.threads * c.vpt  # every slice fits its block
+        assert vecs / c.capacity_vecs >= SR.MIN_FILL, (cols, rows, c)
+        assert SR._block_smem(c.threads, c.vpt, 1) + SR.SMEM_RESERVED <= \
             min(dev.smem_optin_bytes, dev.smem_per_sm_bytes // c.blocks_per_sm)
-        assert V._registers_needed(c.vpt, c.cluster, itemsize) <= _registers(c)
-        assert itemsize != 4 or c.vpt not in V.MEMORY_MERGE_FLOAT_SPILLING_VPT
+        assert SR._registers_needed(c.vpt, c.cluster, itemsize) <= _registers(c)
+        assert itemsize != 4 or c.vpt not in SR.MEMORY_MERGE_FLOAT_SPILLING_VPT
 
 
 def test_memory_merged_groups_pay_with_long_slices_small_groups_and_many_rounds():
-    assert V.memory_merge_pays(ClusterConfig(22, 512, 24, 1, memory_merge=True), 256, H200)
-    assert not V.memory_merge_pays(ClusterConfig(22, 512, 24, 1, memory_merge=True), 32, H200)  # 6 rounds
-    assert not V.memory_merge_pays(ClusterConfig(33, 512, 16, 1, memory_merge=True), 4096, H200)  # short slices
-    assert not V.memory_merge_pays(ClusterConfig(44, 512, 24, 1, memory_merge=True), 4096, H200)  # a large group
+    assert SR.memory_merge_pays(SR.ClusterConfig(22, 512, 24, 1, memory_merge=True), 256, H200)
+    assert not SR.memory_merge_pays(SR.ClusterConfig(22, 512, 24, 1, memory_merge=True), 32, H200)  # 6 rounds
+    assert not SR.memory_merge_pays(SR.ClusterConfig(33, 512, 16, 1, memory_merge=True), 4096, H200)  # short slices
+    assert not SR.memory_merge_pays(SR.ClusterConfig(44, 512, 24, 1, memory_merge=True), 4096, H200)  # a large group
 
 
 def test_single_read_holds_longer_forward_rows_than_a_cluster():
     sr = get_variant("single_read")
     for dtype in ("float32", "bfloat16"):
-        assert sr.max_cols(H200, dtype) > V._single_read_limit(H200, dtype)
-        assert sr.max_cols(H200, dtype, "softmax_backward") == V._single_read_limit(H200, dtype, "softmax_backward")
-        assert V.single_read_plan(sr.max_cols(H200, dtype), H200, 8, dtype).memory_merge
-        assert V.single_read_plan(sr.max_cols(H200, dtype) + 64, H200, 8, dtype) is None
+        assert sr.max_cols(H200, dtype) > SR.single_read_limit(H200, dtype)
+        assert sr.max_cols(H200, dtype, "softmax_backward") == SR.single_read_limit(H200, dtype, "softmax_backward")
+        assert SR.single_read_plan(sr.max_cols(H200, dtype), H200, 8, dtype).memory_merge
+        assert SR.single_read_plan(sr.max_cols(H200, dtype) + 64, H200, 8, dtype) is None
 
 
 @pytest.mark.parametrize("rows, cols, first", [
@@ -244,8 +245,8 @@ def test_auto_takes_memory_merged_groups_where_they_pay(rows, cols, first):
     shape = V.Shape(rows, cols, cols, cols)
     prefs = [v.name for v in V.preferences(shape, H200)]
     assert prefs[0] == first
-    plan = V.single_read_plan(cols, H200, rows)
-    if plan.memory_merge and not V.memory_merge_pays(plan, rows, H200):
+    plan = SR.single_read_plan(cols, H200, rows)
+    if plan.memory_merge and not SR.memory_merge_pays(plan, rows, H200):
         assert "single_read" not in prefs
 
 
@@ -266,27 +267,6 @@ def test_auto_takes_multi_block_smem_split_for_long_half_rows(rows, cols, first,
     prefs = [v.name for v in V.preferences(V.Shape(rows, cols, cols, cols, 0, 0, 2, dtype, op), H200)]
     assert prefs[0] == first if first else prefs[0] in ("cluster_row", "single_read")
     assert V.preferences(V.Shape(rows, cols, cols, cols, 0, 0, 2, dtype, op), A100)[0].name != "multi_block_smem"
-
-
-@pytest.mark.parametrize("bad", [dict(cluster=12), dict(threads=48), dict(smem_vpt=0), dict(vpt=30)])
-def test_long_row_config_rejects_what_the_kernel_cannot_run(bad):
-    with pytest.raises(ValueError):
-        LongRowConfig(**(dict(cluster=16, threads=512, vpt=16, smem_vpt=28) | bad))
-
-
-@pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=["h200", "small"])
-@pytest.mark.parametrize("cols", [786433, 1 << 20, 3_000_017, 1 << 22, 1 << 24])
-@pytest.mark.parametrize("rows", [1, 32, 256, 1024])
-def test_long_row_plans_fit(dev, cols, rows):
-    c = long_row_config(cols, dev, rows)
-    assert c.cluster in (4, 8, 16)
-    assert c.smem_bytes + V.SMEM_RESERVED <= dev.smem_optin_bytes
-    assert 4 * (c.vpt + c.unroll) + V.OTHER_REGISTERS <= V._register_budget(c.threads, 1)
-
-
-def test_long_row_prefers_the_cluster_whose_reread_stays_in_l2():
-    # 4M columns: 4-clusters would re-read 84 % of each slice from device memory
-    assert long_row_config(1 << 22, H200, 256).cluster == 16
 
 
 def test_auto_never_fails_to_offer_a_variant():
@@ -324,34 +304,34 @@ def test_auto_rules(cols, on_h200, on_a100):
 
 
 def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
-    assert V.multi_block_smem_slots(H200, 448, 8, 1) == 4 and V.multi_block_smem_slots(H200, 512, 8, 1) == 3
-    assert V.multi_block_smem_slots(H200, 512, 7, 1) == 4  # the split's ring: 4 x 56 KB against 3 x 64 KB
-    assert V.multi_block_smem_block(1 << 20, 4, H200) == (512, 8, 1, True, None)  # 4 MB rows: 396 slots of 64 KB hold 6.2
-    assert V.multi_block_smem_block(1_572_864, 4, H200) == (512, 7, 1, True, None)  # 6 MB: 4.1 in 396, 4.8 in 528
-    assert V.multi_block_smem_block(1 << 21, 4, H200) == (512, 7, 1, True, None)  # 8 MB: 3.6
-    assert V.multi_block_smem_block(3 << 20, 4, H200) == (512, 7, 1, True, None)  # 12 MB: 2.4
-    assert V.multi_block_smem_block(3 << 20, 4, H200, "log_softmax") == (448, 8, 1, False, None)  # float32 log: 3 rows
-    assert V.multi_block_smem_block(1 << 21, 4, H200, "log_softmax") == (512, 7, 1, True, None)
+    assert MBS.slots_held(H200, 448, 8, 1) == 4 and MBS.slots_held(H200, 512, 8, 1) == 3
+    assert MBS.slots_held(H200, 512, 7, 1) == 4  # the split's ring: 4 x 56 KB against 3 x 64 KB
+    assert MBS.block_rule(1 << 20, 4, H200) == (512, 8, 1, True, None)  # 4 MB rows: 396 slots of 64 KB hold 6.2
+    assert MBS.block_rule(1_572_864, 4, H200) == (512, 7, 1, True, None)  # 6 MB: 4.1 in 396, 4.8 in 528
+    assert MBS.block_rule(1 << 21, 4, H200) == (512, 7, 1, True, None)  # 8 MB: 3.6
+    assert MBS.block_rule(3 << 20, 4, H200) == (512, 7, 1, True, None)  # 12 MB: 2.4
+    assert MBS.block_rule(3 << 20, 4, H200, "log_softmax") == (448, 8, 1, False, None)  # float32 log: 3 rows
+    assert MBS.block_rule(1 << 21, 4, H200, "log_softmax") == (512, 7, 1, True, None)
     longest = 132 * 4 * 512 * 7 * 4 // 2  # float32 columns of two rows in the split's ring
-    assert V.multi_block_smem_block(longest, 4, H200) == (512, 7, 1, True, None)
+    assert MBS.block_rule(longest, 4, H200) == (512, 7, 1, True, None)
     # past it the split takes companions (264 held chunks, half the ring's 528) where the rows fill
     # three rings, else the one group while it holds a row
-    assert V.multi_block_smem_block(longest + 1, 4, H200) == (512, 7, 1, True, 264)  # 1.99 rows
-    assert V.multi_block_smem_block(1 << 22, 4, H200) == (512, 7, 1, True, 264)  # 16 MB: 1.84 rows
-    assert V.multi_block_smem_block(1 << 22, 4, H200, rows=6) == (512, 7, 1, True, 264)  # three rings of two rows
-    assert V.multi_block_smem_block(1 << 22, 4, H200, rows=5) == (448, 8, 1, False, None)
-    assert V.multi_block_smem_block(1 << 22, 4, H200, "log_softmax") == (512, 7, 1, True, 264)
-    assert V.multi_block_smem_block(3 << 20, 4, H200, "log_softmax", 6) == (448, 8, 1, False, None)  # 2.4: whole rows
+    assert MBS.block_rule(longest + 1, 4, H200) == (512, 7, 1, True, 264)  # 1.99 rows
+    assert MBS.block_rule(1 << 22, 4, H200) == (512, 7, 1, True, 264)  # 16 MB: 1.84 rows
+    assert MBS.block_rule(1 << 22, 4, H200, rows=6) == (512, 7, 1, True, 264)  # three rings of two rows
+    assert MBS.block_rule(1 << 22, 4, H200, rows=5) == (448, 8, 1, False, None)
+    assert MBS.block_rule(1 << 22, 4, H200, "log_softmax") == (512, 7, 1, True, 264)
+    assert MBS.block_rule(3 << 20, 4, H200, "log_softmax", 6) == (448, 8, 1, False, None)  # 2.4: whole rows
     # past the one group's row: half the row's chunks held, while they hold 1.3 rows
-    assert V.multi_block_smem_block(8_388_608, 4, H200) == (512, 7, 1, True, 293)  # 586 chunks: 1.8 rows
-    assert V.multi_block_smem_block(11_000_000, 4, H200, rows=5) == (512, 7, 1, True, 384)  # 1.375 rows
-    assert V.multi_block_smem_block(1 << 20, 2, H200) == (512, 8, 1, True, None)  # halves by bytes: 2 MB rows
-    assert V.multi_block_smem_block(1 << 22, 2, H200) == (512, 7, 1, True, None)  # 8 MB: 3.1 in 396, 3.6 in 528
-    assert V.multi_block_smem_block(2 * longest, 2, H200, "log_softmax") == (512, 7, 1, True, None)  # halves: 2 rows
-    assert V.multi_block_smem_block(2 * longest + 1, 2, H200) == (512, 7, 1, True, 264)
-    assert V.multi_block_smem_block(2 * longest + 1, 2, H200, rows=5) == (448, 8, 1, False, None)
-    a100 = V.multi_block_smem_block(1 << 21, 4, A100)  # 163 KB: two slots of 8 vectors hold more than two of 7
-    assert a100[1] == 8 and V.multi_block_smem_slots(A100, 512, 8, 1) == V.multi_block_smem_slots(A100, 512, 7, 1)
+    assert MBS.block_rule(8_388_608, 4, H200) == (512, 7, 1, True, 293)  # 586 chunks: 1.8 rows
+    assert MBS.block_rule(11_000_000, 4, H200, rows=5) == (512, 7, 1, True, 384)  # 1.375 rows
+    assert MBS.block_rule(1 << 20, 2, H200) == (512, 8, 1, True, None)  # halves by bytes: 2 MB rows
+    assert MBS.block_rule(1 << 22, 2, H200) == (512, 7, 1, True, None)  # 8 MB: 3.1 in 396, 3.6 in 528
+    assert MBS.block_rule(2 * longest, 2, H200, "log_softmax") == (512, 7, 1, True, None)  # halves: 2 rows
+    assert MBS.block_rule(2 * longest + 1, 2, H200) == (512, 7, 1, True, 264)
+    assert MBS.block_rule(2 * longest + 1, 2, H200, rows=5) == (448, 8, 1, False, None)
+    a100 = MBS.block_rule(1 << 21, 4, A100)  # 163 KB: two slots of 8 vectors hold more than two of 7
+    assert a100[1] == 8 and MBS.slots_held(A100, 512, 8, 1) == MBS.slots_held(A100, 512, 7, 1)
     mbs = get_variant("multi_block_smem")
     # the longest row: a ring's worth of held chunks (132 x 4 of 512 x 7 vectors), a companion each
     assert mbs.max_cols(H200) == 2 * 132 * 4 * 512 * 7 * 4 and mbs.max_cols(H200, "bfloat16") == 2 * mbs.max_cols(H200)
@@ -363,10 +343,10 @@ def test_multi_block_smem_block_shape_follows_the_rows_its_slots_hold():
 
 def test_multi_block_smem_refills_early_where_its_split_holds_few_rows():
     def early(cols, itemsize=4, op="softmax", rows=1 << 20):
-        block = V.multi_block_smem_block(cols, itemsize, H200, op, rows)
-        return V.multi_block_smem_early_fill(cols, itemsize, H200, *block[:4])
+        block = MBS.block_rule(cols, itemsize, H200, op, rows)
+        return MBS.early_fill(cols, itemsize, H200, *block[:4])
 
-    assert V.multi_block_smem_rows_held(3 << 20, 4, H200, 512, 7, 1) == pytest.approx(132 * 4 / 220)  # 2.4
+    assert MBS.rows_held(3 << 20, 4, H200, 512, 7, 1) == pytest.approx(132 * 4 / 220)  # 2.4
     assert early(3 << 20) and early(3_600_000) and early(2_600_000)  # 2.4, 2.1, 2.9 rows held
     assert not early(2_400_000) and not early(1 << 21) and not early(1 << 20)  # 3.14, 3.6, 6.2 rows
     assert not early(1 << 22, rows=5)  # the one group (1.84 rows): its writes keep the refill after the stores
@@ -381,10 +361,10 @@ def test_forward_rows_go_to_cluster_row_wherever_single_read_needs_a_cluster():
     for rows in (1056, 4096, 1 << 20):
         assert choose(rows, 100003, H200).name == "cluster_row"
         assert choose(rows, 151936, H200, "bfloat16").name == "cluster_row"
-        assert V.single_read_plan(100003, H200, rows, "bfloat16").cluster > 1
+        assert SR.single_read_plan(100003, H200, rows, "bfloat16").cluster > 1
         assert choose(rows, 100003, H200, "float16", "log_softmax").name == "cluster_row"
-    assert V.single_read_plan(50257, H200, 4096, "bfloat16").cluster == 1
-    assert V.cluster_row_plan(50257, H200, 4096, 2).blocks_per_sm < V.CLUSTER_ROW_HALVES_BLOCKS_PER_SM
+    assert SR.single_read_plan(50257, H200, 4096, "bfloat16").cluster == 1
+    assert CR.cluster_row_plan(50257, H200, 4096, 2).blocks_per_sm < AUTO.CLUSTER_ROW_HALVES_BLOCKS_PER_SM
     assert choose(4096, 50257, H200, "bfloat16").name == "single_read"
     assert choose(132, 50257, H200, "bfloat16").name == "cluster_row"  # up to two rows per SM
 
@@ -393,46 +373,46 @@ def test_forward_rows_go_to_cluster_row_wherever_single_read_needs_a_cluster():
 @pytest.mark.parametrize("dev", [H200, SMALL_HOPPER], ids=["H200", "small"])
 @pytest.mark.parametrize("itemsize, arrays", [(4, 1), (2, 1), (4, 2), (2, 2)])
 def test_cluster_row_plans_hold_the_row_within_a_vector_per_thread(dev, itemsize, arrays):
-    limit = V._cluster_row_limit(dev, "float32" if itemsize == 4 else "bfloat16",
+    limit = CR.max_cols(dev, "float32" if itemsize == 4 else "bfloat16",
                                  "softmax_backward" if arrays == 2 else "softmax")
     for cols in (4097, 8191, 32000, 50257, 65536, 100003, 128256, 151936, 212993, 262147, 393216, 393217, limit,
                  limit + 1):
         for rows in (1, 7, 132, 4096, 1 << 20):
-            plan = V.cluster_row_plan(cols, dev, rows, itemsize, arrays)
+            plan = CR.cluster_row_plan(cols, dev, rows, itemsize, arrays)
             if cols > limit:
                 assert plan is None
                 continue
             vecs = -(-cols * itemsize // 16)
-            shapes = V.CR_BLOCK_SHAPES[arrays, itemsize]
+            shapes = CR.BLOCK_SHAPES[arrays, itemsize]
             assert plan.cluster in (1, 2, 4, 8, 16)
             # the first block shape whose cluster of 16 holds the row
             t, v = next((t, v) for t, v in shapes if vecs <= 16 * t * v)
             assert plan.threads == t and plan.vpt <= v
             per_block = -(-vecs // plan.cluster)
             assert plan.threads * (plan.vpt - 1) < per_block <= plan.threads * plan.vpt  # the block is filled
-            budget = V.REGISTERS_PER_SM // (plan.threads * plan.blocks_per_sm)
-            registers = V.CR_REGISTERS_PER_VECTOR[arrays, itemsize] * plan.vpt + V.CR_OTHER_REGISTERS[arrays, itemsize]
-            assert registers + (V.CR_ONE_BLOCK_REGISTERS if plan.cluster == 1 else 0) <= budget
+            budget = RES.REGISTERS_PER_SM // (plan.threads * plan.blocks_per_sm)
+            registers = CR.REGISTERS_PER_VECTOR[arrays, itemsize] * plan.vpt + CR.OTHER_REGISTERS[arrays, itemsize]
+            assert registers + (CR.ONE_BLOCK_REGISTERS if plan.cluster == 1 else 0) <= budget
 
 
 def test_cluster_row_spreads_few_rows_over_every_sm():
-    many, few = (V.cluster_row_plan(65536, H200, rows) for rows in (4096, 8))
+    many, few = (CR.cluster_row_plan(65536, H200, rows) for rows in (4096, 8))
     assert few.cluster > many.cluster and 8 * few.cluster >= min(H200.sm_count, 8 * 16) // 2
-    assert V.cluster_row_plan(65536, A100, 8) is None  # clusters need sm_90
+    assert CR.cluster_row_plan(65536, A100, 8) is None  # clusters need sm_90
 
 
 def test_cluster_row_loads_evict_last_but_for_fewer_rows_than_sms():
-    assert not V.cluster_row_plan(32000, H200, 4096).stream_loads
-    assert not V.cluster_row_plan(151936, H200, 4096).stream_loads  # 16 x 256 x 10, four blocks per SM
-    assert V.cluster_row_plan(32000, H200, 131).stream_loads  # fewer rows than SMs
-    assert not V.cluster_row_plan(32000, H200, 132).stream_loads
+    assert not CR.cluster_row_plan(32000, H200, 4096).stream_loads
+    assert not CR.cluster_row_plan(151936, H200, 4096).stream_loads  # 16 x 256 x 10, four blocks per SM
+    assert CR.cluster_row_plan(32000, H200, 131).stream_loads  # fewer rows than SMs
+    assert not CR.cluster_row_plan(32000, H200, 132).stream_loads
     for cols in (262144, 300000, 393216):  # 256-thread blocks at two per SM, evict-last
-        wide = V.cluster_row_plan(cols, H200, 132)
+        wide = CR.cluster_row_plan(cols, H200, 132)
         assert (wide.cluster, wide.threads, wide.blocks_per_sm, wide.stream_loads) == (16, 256, 2, False)
-    assert V.cluster_row_plan(262144, H200, 32).stream_loads  # fewer rows than SMs
-    assert not V.cluster_row_plan(65536, H200, 8, arrays=2).stream_loads  # the backward: always evict-last
-    assert V.cluster_row_plan(32000, H200, 4096).defines().get("CR_STREAM_LOADS", 0) == 0
-    assert V.cluster_row_plan(32000, H200, 8).defines()["CR_STREAM_LOADS"] == 1
+    assert CR.cluster_row_plan(262144, H200, 32).stream_loads  # fewer rows than SMs
+    assert not CR.cluster_row_plan(65536, H200, 8, arrays=2).stream_loads  # the backward: always evict-last
+    assert CR.cluster_row_plan(32000, H200, 4096).defines().get("CR_STREAM_LOADS", 0) == 0
+    assert CR.cluster_row_plan(32000, H200, 8).defines()["CR_STREAM_LOADS"] == 1
 
 
 def test_cluster_row_has_no_plan_before_hopper():
@@ -496,12 +476,12 @@ def test_auto_takes_cluster_row_for_few_rows_and_long_float_backward_rows(rows, 
 
 def test_a_forced_cluster_row_plan_that_does_not_hold_the_row_is_cannot_run():
     with pytest.raises(V.CannotRun, match="does not hold"):
-        get_variant("cluster_row").prepare(V.Shape(4, 40000, 40000, 40000), H200, plan=V.RowClusterPlan(1, 256, 8, 2))
+        get_variant("cluster_row").prepare(V.Shape(4, 40000, 40000, 40000), H200, CR.RowClusterPlan(1, 256, 8, 2))
 
 
 def test_auto_rules_cover_every_length():
-    assert set(AUTO_RULES) == set(V.DTYPES.values())
-    for rules in AUTO_RULES.values():
+    assert set(AUTO.ROW_TABLE) == set(V.DTYPES.values())
+    for rules in AUTO.ROW_TABLE.values():
         assert rules[-1][0] == math.inf
         assert all(get_variant(n) for _, names in rules for n in names)
 
@@ -515,14 +495,14 @@ def test_unknown_variant():
 def test_a_plan_the_device_cannot_hold_is_cannot_run(monkeypatch, failure):
     """auto never raises (issue 10 item 6): a cluster that cannot be resident, or
     an occupancy query the driver refuses, is CannotRun, so the api falls back."""
-    monkeypatch.setattr(V, "single_read_kernel", lambda config, dev, *dtype_op: object())
+    monkeypatch.setattr(BASE, "cluster_kernel", lambda source, plan, dev, shape: object())
 
     def groups(config, kernel, dev):
         if failure == "driver refuses":
             raise RuntimeError("cuOccupancyMaxActiveClusters failed with CUresult 1")
         return 0
 
-    monkeypatch.setattr(V, "resident_groups", groups)
+    monkeypatch.setattr(BASE, "resident_groups", groups)
     with pytest.raises(V.CannotRun):
         get_variant("single_read").prepare(V.Shape(64, 393216, 393216, 393216), H200)
     assert issubclass(V.CannotRun, ValueError)
@@ -537,20 +517,20 @@ def test_a_memory_merged_plan_the_device_cannot_hold_is_cannot_run(monkeypatch, 
 
     def occupancy(ptr, threads, smem):
         if failure == "driver refuses":
-            raise V.cupy.cuda.driver.CUDADriverError(1)
+            raise cupy.cuda.driver.CUDADriverError(1)
         return 0
 
-    monkeypatch.setattr(V, "single_read_kernel", lambda config, dev, *dtype_op: Kernel())
-    monkeypatch.setattr(V.cupy.cuda.driver, "occupancyMaxActiveBlocksPerMultiprocessor", occupancy)
+    monkeypatch.setattr(SR, "cluster_kernel", lambda source, plan, dev, shape: Kernel())
+    monkeypatch.setattr(cupy.cuda.driver, "occupancyMaxActiveBlocksPerMultiprocessor", occupancy)
     shape = V.Shape(300, 1 << 20, 1 << 20, 1 << 20)
-    assert V.single_read_plan(shape.cols, H200, shape.rows).memory_merge
+    assert SR.single_read_plan(shape.cols, H200, shape.rows).memory_merge
     with pytest.raises(V.CannotRun, match="cannot (run|be resident)"):
         get_variant("single_read").prepare(shape, H200)
 
 
 def test_a_forced_configuration_that_does_not_hold_the_row_is_cannot_run():
     with pytest.raises(V.CannotRun, match="does not hold"):
-        get_variant("single_read").prepare(V.Shape(4, 40000, 40000, 40000), H200, config=ClusterConfig(1, 256, 8, 1))
+        get_variant("single_read").prepare(V.Shape(4, 40000, 40000, 40000), H200, SR.ClusterConfig(1, 256, 8, 1))
 
 
 # ------------------------------------------------------------------ dtypes and ops
@@ -559,18 +539,6 @@ def test_traffic_model_takes_the_element_size():
     assert get_variant("single_read").traffic_bytes(rows, cols, 2) / 1e9 == pytest.approx(6.44, abs=0.01)
     assert get_variant("two_pass").traffic_bytes(rows, cols, 2) * 2 == get_variant("two_pass").traffic_bytes(rows, cols)
     assert get_variant("three_pass").bytes_per_element(2) == 8
-
-
-@pytest.mark.parametrize("name", ["long_row"])
-@pytest.mark.parametrize("dtype, op, says", [("float16", "softmax", "float32 only"),
-                                             ("bfloat16", "softmax", "float32 only"),
-                                             ("float32", "log_softmax", "softmax only")])
-def test_cluster_variants_hold_float32_softmax_only(name, dtype, op, says):
-    v = get_variant(name)
-    assert says in v.unsupported_reason(100_000, H200, dtype, op)
-    shape = V.Shape(4, 100_000, 100_000, 100_000, itemsize=V.DTYPES[dtype], dtype=dtype, op=op)
-    with pytest.raises(V.CannotRun, match=says):
-        v.prepare(shape, H200)
 
 
 @pytest.mark.parametrize("dtype", list(V.DTYPES))

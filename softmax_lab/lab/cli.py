@@ -405,14 +405,11 @@ def _load_any(path: Path) -> dict:
 
 
 def _info(args) -> int:
-    import importlib
-
     import cupy
     import numpy
 
     from .. import loader
-
-    registry = importlib.import_module("softmax_lab.variants")  # the module: the package's `variants` is a function
+    from ..variants import registry, single_read
 
     rt = cupy.cuda.runtime
     major, minor = cupy.cuda.nvrtc.getVersion()
@@ -439,7 +436,7 @@ def _info(args) -> int:
         print(f"  {v.name:<12} {v.reads} read(s) + {v.writes} write, {v.source}: {v.summary}{note}")
 
     arch = f"sm_{dev.compute_capability}" if dev else "sm_90"
-    configs = getattr(registry, "SINGLE_READ_CONFIGS", ())
+    configs = single_read.sample_configs(dev or cat.reference_device())
     builds = []
     for source in dict.fromkeys([*(v.source for v in registry.variants().values()), "copy.cu"]):
         if source == "single_read.cu" and configs:  # Hopper-only: one build per launch configuration
@@ -450,9 +447,8 @@ def _info(args) -> int:
         builds += [(_source_of(v, op), "sm_90" if _source_of(v, op) != v.source else arch,
                     kernel_defines(dtype, op)) for dtype in v.dtypes for op in v.ops
                    if (dtype, op) != ("float32", "softmax")]
-    holds_wide = getattr(registry, "holds_wide", lambda dtype, op: False)  # single_read's wide half softmax
     builds += [("single_read.cu", "sm_90", kernel_defines(dtype, "softmax") | {"SR_WIDE": 1})
-               for dtype in ("float16", "bfloat16") if holds_wide(dtype, "softmax")]
+               for dtype in ("float16", "bfloat16") if single_read.holds_wide(dtype, "softmax")]
     # Through the loader's on-disk cache, keyed by the source text, options and NVRTC
     # version: a build compiles once, and a later run (or the kernels' first launch) reads it.
     print(f"\ncompile check (NVRTC, no GPU needed; builds cached in {loader.cache_dir()}):")
