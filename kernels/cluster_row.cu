@@ -40,7 +40,7 @@
 // indices and pointers then need not stay live across the row, which frees
 // the registers that let four blocks of ten vectors per thread share an SM
 // (ptxas: 64 registers without spills, against 4 bytes spilled with a
-// loop).  The launch rule (softmax_lab/variants.py, cluster_row_plan)
+// loop).  The launch rule (softmax_lab/variants/cluster_row.py, cluster_row_plan)
 // makes CR_CLUSTER x CR_THREADS x CR_VPT hold the longest body a row of n
 // elements can have; the kernel traps on a row it cannot hold rather than
 // leave part of it unwritten.

@@ -47,7 +47,7 @@
 #define MBL2_THREADS 512
 #endif
 #ifndef MBL2_VPT  // 16-byte vectors per thread and chunk (of each array), all loads in flight at once;
-#define MBL2_VPT (SOFTMAX_BACKWARD ? 1 : 4)  // variants.py multi_block_l2_defines sets it per device
+#define MBL2_VPT (SOFTMAX_BACKWARD ? 1 : 4)  // multi_block_l2_plan sets it per device
 #endif
 #ifndef MBL2_BLOCKS_PER_SM
 #define MBL2_BLOCKS_PER_SM 2

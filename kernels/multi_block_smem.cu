@@ -33,8 +33,8 @@
 // the one-group schedule runs them one after another.  The split leads where
 // its ring holds two rows or more; below that the one group of 448 x 8 x 4
 // waits better, unless the split takes companions (below), with which it
-// holds two rows of tickets (the launch rule: softmax_lab/variants.py,
-// multi_block_smem_block; notes/TUNING.md#the-split-schedule).  The writers
+// holds two rows of tickets (the launch rule: softmax_lab/variants/
+// multi_block_smem.py, block_rule; notes/TUNING.md#the-split-schedule).  The writers
 // take the exponential (no e in place: a reducer's max would have to pass to
 // a writer).  `lag` is unused.
 // A reducer holds 2 x MBS_VPT vectors; halves sum them as two runs

@@ -78,7 +78,7 @@
 
 // 1: the per-row merge over the cluster pushed (cluster.cuh row_exchange), not
 // published between two cluster barriers; the launch rule sets it for clusters
-// of 8 or more (softmax_lab/variants.py, PUSHED_MERGE_MIN_CLUSTER), where it
+// of 8 or more (softmax_lab/variants/single_read.py, PUSHED_MERGE_MIN_CLUSTER), where it
 // was faster; in clusters of 4 it was slower (notes/TUNING.md#the-pushed-merge).
 #ifndef SR_PUSHED_MERGE
 #define SR_PUSHED_MERGE 0
@@ -93,8 +93,8 @@
 #define SR_SMEM_LIMIT 232448  // shared memory a block may opt in to on sm_90
 #endif
 
-// The configuration's invariants (softmax_lab/variants.py derives configurations
-// that satisfy them; anything else must fail to compile, not run wrong).
+// The configuration's invariants (softmax_lab/variants/single_read.py derives
+// configurations that satisfy them; anything else must fail to compile, not run wrong).
 static_assert(SR_CLUSTER >= 1 && SR_CLUSTER <= 16 && (SR_CLUSTER & (SR_CLUSTER - 1)) == 0,
               "the butterfly merge over the cluster needs a power-of-two cluster of at most 16 blocks");
 static_assert(SR_THREADS % 32 == 0 && SR_THREADS >= 32 && SR_THREADS <= 1024,
@@ -110,8 +110,8 @@ static_assert((long long)SR_STAGES * SR_STAGE_VECS * 16 + SR_CAPACITY / 2 + 1024
 #define SR_WARPS_PER_PARTITION ((SR_THREADS / 32 * SR_BLOCKS_PER_SM + 3) / 4)
 #define SR_REGISTER_BUDGET (16384 / (32 * SR_WARPS_PER_PARTITION) / 8 * 8)
 // The row: 4 registers per vector (4 floats, or 8 packed halves), 8 when wide
-// (8 widened halves).  Others (ptxas's spills set them; variants.py mirrors
-// them; notes/TUNING.md#register-budgets): 32, 40 without a cluster, 76 for
+// (8 widened halves).  Others (ptxas's spills set them; softmax_lab/variants/
+// single_read.py mirrors them; notes/TUNING.md#register-budgets): 32, 40 without a cluster, 76 for
 // packed halves without a cluster, 40 for wide ones.  Wide, at most 12 vectors
 // (96 registers, as 24 of floats): past 12, ptxas needed more others.
 #define SR_REGISTERS_PER_VECTOR (SR_WIDE ? 8 : 4)
@@ -123,7 +123,7 @@ static_assert(!SR_WIDE || SR_VPT <= 12, "wide: at most 12 vectors (96 registers)
 // Step 2 and the aligned stores take a slice that holds all but each thread's
 // last vector without comparing indices (the whole path): halves always, float32
 // where its blocks keep 128 registers a thread (at 96, ptxas spilled it).
-// variants.py's WHOLE_PATH_REGISTERS is this rule's 128; its block shapes give
+// softmax_lab/variants/single_read.py's WHOLE_PATH_REGISTERS is this rule's 128; its block shapes give
 // float32 slices such blocks where they hold them (notes/TUNING.md#the-whole-path).
 #define SR_WHOLE_PATH (SOFTMAX_DTYPE != 0 || SR_REGISTER_BUDGET >= 128)
 

@@ -26,7 +26,8 @@
 //   5. dx with 16-byte stores at any alignment of dx (single_read.cu's
 //      store_run realignment).
 // dy's body is copied by the vectors of y's body, so dy must share y's
-// 16-byte alignment on every row (variants.py refuses other shapes: CannotRun).
+// 16-byte alignment on every row (softmax_lab/variants/single_read.py refuses other
+// shapes: CannotRun).
 // The scalar head and tail of a row (at most 3 + 3 floats, 7 + 7 halves) are
 // read with plain loads by block 0.
 // Traffic: 2 reads + 1 write.  Launch: as single_read (a persistent 1-D grid
@@ -43,15 +44,15 @@
 // Registers: 8 per vector pair (y and dy, 4 + 4 whatever the dtype) plus the
 // others: 32 with a cluster, 40 for a cluster of one block, 56 for halves
 // there (ptxas, NVRTC 12.9: 1 x 512 x 10 halves log_softmax spilled at 48;
-// variants.py BACKWARD_OTHER_REGISTERS* mirror these).
+// softmax_lab/variants/single_read.py's BACKWARD_OTHER_REGISTERS* mirror these).
 #define SRB_OTHER_REGISTERS (SR_CLUSTER > 1 ? 32 : SOFTMAX_DTYPE == 0 ? 40 : 56)
 static_assert(8 * SR_VPT + SRB_OTHER_REGISTERS <= (SR_REGISTER_BUDGET < 255 ? SR_REGISTER_BUDGET : 255),
               "the row of y and dy (8 registers per vector pair) plus the others must fit the register budget");
 // SRB_Y_DIRECT (log_softmax only, whose dot is the sum of dy alone): the
 // stages hold dy alone, and each thread loads its vectors of y straight from
 // device memory (plain loads) as it moves its dy from the stage, so that y's
-// loads are in flight during the barriers before step 5.  variants.py
-// (single_read_backward_plan) builds the halves' log_softmax in clusters so
+// loads are in flight during the barriers before step 5.  softmax_lab/variants/
+// single_read.py (single_read_backward_plan) builds the halves' log_softmax in clusters so
 // (notes/TUNING.md#y-direct).
 #ifndef SRB_Y_DIRECT
 #define SRB_Y_DIRECT 0
