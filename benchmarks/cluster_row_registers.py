@@ -1,26 +1,23 @@
 """cluster_row's register model, checked without a GPU: every block shape and vector count
-(CR_BLOCK_SHAPES), for clusters of 1 and 16 blocks and every dtype and op, compiled with NVRTC for
-sm_90 at the blocks per SM the model gives (cluster_row_blocks_per_sm); prints the builds where
+(BLOCK_SHAPES in softmax_lab/variants/cluster_row.py), for clusters of 1 and 16 blocks and every
+dtype and op, compiled with NVRTC for sm_90 at the blocks per SM the model gives (blocks_per_sm); prints the builds where
 ptxas spills (none expected).  About 640 builds, 1.5 minutes on two cores:
 
     PYTHONPATH=. python benchmarks/cluster_row_registers.py
 """
 import re
-import sys
 from multiprocessing import Pool
 
-import softmax_lab  # noqa: F401 (imports softmax_lab.variants)
 from softmax_lab import loader
 from softmax_lab.problem import ALL_OPS, BACKWARD_OPS, DTYPES, kernel_defines
-
-V = sys.modules["softmax_lab.variants"]
+from softmax_lab.variants import cluster_row as CR
 
 
 def build(job):
     """(job, registers, spilled bytes) of one build at the model's blocks per SM."""
     dtype, op, cluster, threads, vpt = job
     arrays = 2 if op in BACKWARD_OPS else 1
-    blocks = V.cluster_row_blocks_per_sm(threads, vpt, arrays, DTYPES[dtype], cluster)
+    blocks = CR.blocks_per_sm(threads, vpt, arrays, DTYPES[dtype], cluster)
     defines = kernel_defines(dtype, op) | {"CR_CLUSTER": cluster, "CR_THREADS": threads, "CR_VPT": vpt,
                                              "CR_BLOCKS_PER_SM": blocks}
     _, log = loader.nvrtc_cubin("cluster_row.cu", "sm_90", defines, ("--ptxas-options=-v",))
@@ -32,7 +29,7 @@ def build(job):
 def main():
     jobs = sorted({(dtype, op, cluster, threads, vpt)
                    for dtype, itemsize in DTYPES.items() for op in ALL_OPS
-                   for threads, most in V.CR_BLOCK_SHAPES[2 if op in BACKWARD_OPS else 1, itemsize]
+                   for threads, most in CR.BLOCK_SHAPES[2 if op in BACKWARD_OPS else 1, itemsize]
                    for vpt in range(1, most + 1) for cluster in (1, 16)})
     with Pool(2) as pool:
         spills = [r for r in pool.imap_unordered(build, jobs) if r[2]]

@@ -35,7 +35,7 @@ for stage in $1; do
     tests-all) timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tee "$OUT/tests-all.log" | tail -40 ;;
     stress) timeout $(( ${STRESS_SECONDS:-150} + 60 )) python3 benchmarks/stress.py --seconds "${STRESS_SECONDS:-150}" --threads 8 --json "$OUT/stress.json" 2>&1 | tail -8 ;;
     memcheck-stress) timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/stress.py --cases 15 --threads 2 --seed 20261130 --max-elements 2000000 --json "$OUT/stress-memcheck.json" > "$OUT/stress-memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|cases" "$OUT/stress-memcheck.log" | tail -3 ;;
-    tune) timeout 300 python3 benchmarks/tune.py --out "$OUT/tune.json" 2>&1 | tee "$OUT/tune.log" | grep -v "^$" ;;
+    tune) timeout 300 python3 benchmarks/tune.py --out "$OUT" 2>&1 | tee "$OUT/tune.log" | grep -v "^$" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

@@ -1,10 +1,11 @@
 """Times launch plans of the read-once variants on the device: the numbers
-behind the launch rules in softmax_lab/variants.py (see notes/TUNING.md).
+behind single_read's plan rule in softmax_lab/variants/single_read.py (see
+notes/TUNING.md#the-plan-rule).
 
 For each shape: the copy ceiling (cupy.copyto of the same bytes), auto
 (softmax_lab.softmax with out=), the derived plan and its alternatives
 (every other cluster size and blocks per SM, vectors per thread nearer 8 or
-24), long_row's cluster sizes and multi_block for rows beyond a cluster.
+24), and for rows beyond a cluster the plans of the variants that run them.
 Every candidate is checked first on fresh random data with a NaN-poisoned
 output: no element left unwritten, every row sums to 1, sampled rows match a
 float64 reference, and a second call gives bitwise the same output.
@@ -24,11 +25,11 @@ import cupy as cp
 import numpy as np
 
 import softmax_lab
-import softmax_lab.variants  # noqa: F401  (the module; softmax_lab.variants is also a function)
 from softmax_lab.problem import Shape
 from softmax_lab.reference import relative_error, softmax_reference
-
-V = sys.modules["softmax_lab.variants"]
+from softmax_lab.variants import base as BASE
+from softmax_lab.variants import get_variant
+from softmax_lab.variants import single_read as SR
 
 # (rows, cols, x offset, y offset) in elements: the offsets make x and y views
 # that start past a 16-byte boundary, each its own way.
@@ -84,45 +85,96 @@ def check(run, x, y) -> str | None:
 
 
 def candidates(rows: int, cols: int, dev, plan_only: bool = False):
-    """(label, variant name, knobs) to time, the derived plan first: then every
-    other cluster size and blocks per SM, and the plan's cluster with vectors
-    per thread nearer 8 and 24."""
-    out = []
-    if cols <= V._single_read_limit(dev):
-        plan = V.single_read_config(cols, dev, rows)
-        out.append((f"sr {plan.label()} (plan)", "single_read", {"config": plan}))
-        seen = {plan}
-        for target in (V.VPT_TARGET, 8, 24):
-            for c in V.single_read_candidates(cols, dev, vpt_target=target):
-                same = (c.cluster, c.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm)
-                wanted = target == V.VPT_TARGET or same
-                if c not in seen and not plan_only and wanted:
-                    seen.add(c)
-                    out.append((f"sr {c.label()}", "single_read", {"config": c}))
-        if cols > 393216 and not plan_only:  # where clusters of 16 are needed: long_row too
-            out += [(f"lr {c.label()}", "long_row", {"config": c}) for c in V.long_row_candidates(dev)]
-    else:
-        plan = V.long_row_config(cols, dev, rows)
-        out.append(("multi_block (auto's choice)", "multi_block", {}))
-        if not plan_only:
-            out += [(f"lr {c.label()}", "long_row", {"config": c}) for c in V.long_row_candidates(dev)]
+    """(label, variant name, plan) to time, the derived plan first (plan None: the variant's
+    own plan for the shape).  Rows a cluster holds: single_read's plan, then every other
+    cluster size and blocks per SM, and the plan's cluster with vectors per thread nearer 8
+    and 24.  Longer rows: single_read's memory-merged group where it runs them, then
+    multi_block_smem and multi_block."""
+    if cols > SR.single_read_limit(dev):
+        names = [n for n in ("single_read", "multi_block_smem", "multi_block")
+                 if n != "single_read" or cols <= SR.single_read_max_cols(dev)]
+        return [(f"{n} (its plan)", n, None) for n in names[:1 if plan_only else None]]
+    plan = SR.single_read_config(cols, dev, rows)
+    out = [(f"sr {plan.label()} (plan)", "single_read", plan)]
+    seen = {plan}
+    for target in (SR.VPT_TARGET, 8, 24):
+        for c in SR.single_read_candidates(cols, dev, vpt_target=target):
+            same = (c.cluster, c.blocks_per_sm) == (plan.cluster, plan.blocks_per_sm)
+            if c not in seen and not plan_only and (target == SR.VPT_TARGET or same):
+                seen.add(c)
+                out.append((f"sr {c.label()}", "single_read", c))
     return out
 
 
 def precompile(shapes, dev, plans=False):
-    """Builds every candidate's kernel up front, several at a time."""
+    """Builds every candidate cluster's kernel up front, several at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
-    jobs = []
-    for rows, cols, xo, yo in shapes:
-        for _, name, knobs in candidates(rows, cols, dev, plan_only=plans or xo != 0 or yo != 0):
-            cfg = knobs.get("config")
-            if cfg is not None:
-                jobs.append((V.single_read_kernel if name == "single_read" else V.long_row_kernel, cfg))
+    jobs = {(cols, plan) for rows, cols, xo, yo in shapes
+            for _, _, plan in candidates(rows, cols, dev, plan_only=plans or xo != 0 or yo != 0) if plan is not None}
     t0 = time.time()
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda job: job[0](job[1], dev), dict.fromkeys(jobs)))
-    print(f"built {len(set(jobs))} kernels in {time.time() - t0:.0f} s", flush=True)
+        list(pool.map(lambda job: BASE.cluster_kernel("single_read.cu", job[1], dev, Shape(1, job[0], job[0], job[0])),
+                      jobs))
+    print(f"built {len(jobs)} kernels in {time.time() - t0:.0f} s", flush=True)
+
+
+def time_shape(rows: int, cols: int, xo: int, yo: int, dev, stream, plans: bool):
+    """The shape's copy, auto and candidates, checked then timed: (its record, its summary line)."""
+    t0 = time.time()
+    sets = min(8, -(-8 * dev.l2_bytes // (2 * rows * cols * 4)))
+    xbs = [cp.random.standard_normal((rows, cols + xo), dtype=cp.float32) * 4 for _ in range(sets)]
+    ybs = [cp.empty((rows, cols + yo), dtype=cp.float32) for _ in range(sets)]
+    pairs = [(xb[:, xo:], yb[:, yo:]) for xb, yb in zip(xbs, ybs)]
+    (x, y), xb, yb = pairs[0], xbs[0], ybs[0]
+    copy_ms = min(time_ms([lambda a=a, b=b: cp.copyto(b, a) for a, b in pairs])[0] for _ in range(2))
+    if xo or yo:  # the views' strided copy is slower than a copy of the same bytes: take the best
+        flat = [(cp.empty(rows * cols, cp.float32), cp.empty(rows * cols, cp.float32)) for _ in range(sets)]
+        copy_ms = min(copy_ms, time_ms([lambda a=a, b=b: cp.copyto(b, a) for a, b in flat])[0])
+        del flat
+    row = {"rows": rows, "cols": cols, "x_offset": xo, "y_offset": yo, "gib": x.nbytes / 2**30,
+           "buffer_sets": sets, "copy_ms": copy_ms, "runs": []}
+    print(f"\n== {rows} x {cols} (x+{xo}, y+{yo}), {x.nbytes / 2**30:.2f} GiB: copy {copy_ms:.4f} ms", flush=True)
+    shape = Shape(rows, cols, xb.shape[1], yb.shape[1], x.data.ptr % 128, y.data.ptr % 16)
+
+    def record(label, make_run, extra=None):
+        try:
+            problem = check(make_run(x, y), x, y)
+            runs = [make_run(a, b) for a, b in pairs]
+            med, lo, hi = time_ms(runs) if problem is None else (float("nan"),) * 3
+        except Exception as e:  # noqa: BLE001 - a plan that cannot launch is a result too
+            problem, med, lo, hi = f"{type(e).__name__}: {e}", *(float("nan"),) * 3
+        entry = {"label": label, "ms": med, "min": lo, "max": hi, "ratio": med / copy_ms, "error": problem,
+                 **(extra or {})}
+        row["runs"].append(entry)
+        status = f"FAILED {problem}" if problem else f"{med:8.4f} ms  x{med / copy_ms:6.3f}  [{lo:.4f}, {hi:.4f}]"
+        print(f"  {label:34s} {status}", flush=True)
+        return entry
+
+    auto = record("auto", lambda a, b: lambda: softmax_lab.softmax(a, out=b))
+    for label, name, plan in candidates(rows, cols, dev, plan_only=plans or xo != 0 or yo != 0):
+        extra = {}
+        if plan is not None:  # the views' rows start off a line: the slices shifted as the plan would
+            plan = SR.line_shifted(plan, shape, dev)
+        try:
+            launch = get_variant(name).prepare(shape, dev, plan)
+            if plan is not None:
+                kernel = BASE.cluster_kernel("single_read.cu", plan, dev, shape)
+                extra = {"groups": BASE.resident_groups(plan, kernel, dev), "config": plan.label()}
+                label += f" g={extra['groups']}"
+        except Exception as e:  # noqa: BLE001 - a plan that cannot launch is a result too
+            print(f"  {label:34s} cannot prepare: {e}", flush=True)
+            continue
+        record(label, lambda a, b, launch=launch: lambda: launch(a.data.ptr, b.data.ptr, stream), extra)
+    if len(row["runs"]) > 1:  # the plan once more: the spread between two timings of one version
+        label, name, plan = candidates(rows, cols, dev, plan_only=True)[0]
+        launch = get_variant(name).prepare(shape, dev, plan and SR.line_shifted(plan, shape, dev))
+        record(label + " again", lambda a, b: lambda: launch(a.data.ptr, b.data.ptr, stream))
+    ok = [r for r in row["runs"] if r["error"] is None and r["label"] != "auto"]
+    best = min(ok, key=lambda r: r["ms"]) if ok else None
+    print(f"  ({time.time() - t0:.0f} s)", flush=True)
+    return row, (rows, cols, xo, yo, copy_ms, auto["ratio"], best["ratio"] if best else float("nan"),
+                 best["label"] if best else "-", row["runs"][1]["ratio"] if len(row["runs"]) > 1 else float("nan"))
 
 
 def main():
@@ -139,61 +191,9 @@ def main():
            "command": " ".join(sys.argv), "repeats": REPEATS, "results": []}
     summary = []
     for rows, cols, xo, yo in QUICK if args.quick else SHAPES:
-        t0 = time.time()
-        sets = min(8, -(-8 * dev.l2_bytes // (2 * rows * cols * 4)))
-        xbs = [cp.random.standard_normal((rows, cols + xo), dtype=cp.float32) * 4 for _ in range(sets)]
-        ybs = [cp.empty((rows, cols + yo), dtype=cp.float32) for _ in range(sets)]
-        pairs = [(xb[:, xo:], yb[:, yo:]) for xb, yb in zip(xbs, ybs)]
-        (x, y), xb, yb = pairs[0], xbs[0], ybs[0]
-        copy_ms = min(time_ms([lambda a=a, b=b: cp.copyto(b, a) for a, b in pairs])[0] for _ in range(2))
-        if xo or yo:  # the views' strided copy is slower than a copy of the same bytes: take the best
-            flat = [(cp.empty(rows * cols, cp.float32), cp.empty(rows * cols, cp.float32)) for _ in range(sets)]
-            copy_ms = min(copy_ms, time_ms([lambda a=a, b=b: cp.copyto(b, a) for a, b in flat])[0])
-            del flat
-        row = {"rows": rows, "cols": cols, "x_offset": xo, "y_offset": yo, "gib": x.nbytes / 2**30,
-               "buffer_sets": sets, "copy_ms": copy_ms, "runs": []}
-        print(f"\n== {rows} x {cols} (x+{xo}, y+{yo}), {x.nbytes / 2**30:.2f} GiB: copy {copy_ms:.4f} ms", flush=True)
-        shape = Shape(rows, cols, xb.shape[1], yb.shape[1], x.data.ptr % 16, y.data.ptr % 16)
-
-        def record(label, make_run, extra=None):
-            try:
-                problem = check(make_run(x, y), x, y)
-                runs = [make_run(a, b) for a, b in pairs]
-                med, lo, hi = time_ms(runs) if problem is None else (float("nan"),) * 3
-            except Exception as e:  # noqa: BLE001 - a plan that cannot launch is a result too
-                problem, med, lo, hi = f"{type(e).__name__}: {e}", *(float("nan"),) * 3
-            entry = {"label": label, "ms": med, "min": lo, "max": hi, "ratio": med / copy_ms, "error": problem,
-                     **(extra or {})}
-            row["runs"].append(entry)
-            status = f"FAILED {problem}" if problem else f"{med:8.4f} ms  x{med / copy_ms:6.3f}  [{lo:.4f}, {hi:.4f}]"
-            print(f"  {label:34s} {status}", flush=True)
-            return entry
-
-        auto = record("auto", lambda a, b: lambda: softmax_lab.softmax(a, out=b))
-        for label, name, knobs in candidates(rows, cols, dev, plan_only=args.plans or xo != 0 or yo != 0):
-            extra = {}
-            try:
-                launch = V.get_variant(name).prepare(shape, dev, **knobs)
-                cfg = knobs.get("config")
-                if cfg is not None:
-                    kernel = (V.single_read_kernel if name == "single_read" else V.long_row_kernel)(cfg, dev)
-                    extra = {"groups": V.resident_groups(cfg, kernel, dev), "config": cfg.label()}
-                    label += f" g={extra['groups']}"
-            except Exception as e:  # noqa: BLE001
-                print(f"  {label:34s} cannot prepare: {e}", flush=True)
-                continue
-            record(label, lambda a, b: lambda: launch(a.data.ptr, b.data.ptr, stream), extra)
-        if len(row["runs"]) > 1:  # the plan once more: the spread between two timings of one version
-            first = candidates(rows, cols, dev, plan_only=True)[0]
-            launch = V.get_variant(first[1]).prepare(shape, dev, **first[2])
-            record(first[0] + " again", lambda a, b: lambda: launch(a.data.ptr, b.data.ptr, stream))
-        ok = [r for r in row["runs"] if r["error"] is None and r["label"] != "auto"]
-        best = min(ok, key=lambda r: r["ms"]) if ok else None
-        summary.append((rows, cols, xo, yo, copy_ms, auto["ratio"], best["ratio"] if best else float("nan"),
-                        best["label"] if best else "-", row["runs"][1]["ratio"] if len(row["runs"]) > 1 else float("nan")))
+        row, line = time_shape(rows, cols, xo, yo, dev, stream, args.plans)
         doc["results"].append(row)
-        print(f"  ({time.time() - t0:.0f} s)", flush=True)
-        del x, y, xb, yb, xbs, ybs, pairs
+        summary.append(line)
         cp.get_default_memory_pool().free_all_blocks()
         with open(os.path.join(args.out, "tune.json"), "w") as f:
             json.dump(doc, f, indent=1)
