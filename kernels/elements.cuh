@@ -316,6 +316,17 @@ struct ExpOutput {
     __device__ __forceinline__ Floats8 operator()(const Floats8& f) const { return map8(*this, f); }
 };
 
+// The output function of a row of total (max, sum), for kernels whose sums are
+// of exp_elem terms where EXP_ELEM: then softmax's is ExpOutput (the sums'
+// shift cancels), else RowOutput.
+template <bool EXP_ELEM>
+__device__ __forceinline__ auto output_of(MaxSum total) {
+    if constexpr (EXP_ELEM && !SOFTMAX_LOG)
+        return ExpOutput{total.max, 1.f / total.sum};
+    else
+        return row_output(total.max, total.sum);
+}
+
 // Writes the output of elements [v0, v1) of the body (vector index) and, when
 // with_scalars, of the scalar head and tail, with a block-stride loop.
 template <typename T, typename F>

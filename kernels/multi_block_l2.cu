@@ -179,11 +179,7 @@ extern "C" __global__ void __launch_bounds__(MBL2_THREADS, MBL2_BLOCKS_PER_SM)
                     }
                 }
 #else
-#if MBL2_EXP_ELEM && !SOFTMAX_LOG
-                const ExpOutput f{total.max, 1.f / total.sum};  // the sums' shift cancels
-#else
-                const RowOutput f = row_output(total.max, total.sum);
-#endif
+                const auto f = output_of<MBL2_EXP_ELEM>(total);
                 store_held(r, raw, [&](int j) { return chunk_vec(v0, j); }, v1, f);
                 write_span(r, 0, 0, c == 0, f);  // the scalar head and tail (chunk 0)
 #endif

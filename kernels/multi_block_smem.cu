@@ -286,13 +286,16 @@ struct Filler {
     }
 };
 
-#if !MBS_SPLIT
+#define MBS_REDUCERS 1  // the split's named barriers (0 is __syncthreads)
+#define MBS_WRITERS 2
+
 extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
     multi_block_smem(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y,
                      i64 chunks, i64 held_chunks, int lag, unsigned long long* __restrict__ slots,
                      unsigned long long* __restrict__ tickets) {
     extern __shared__ __align__(128) unsigned char smem[];
     raw_t* const held = reinterpret_cast<raw_t*>(smem);  // MBS_SLOTS chunks
+#if !MBS_SPLIT
     __shared__ unsigned long long bars[MBS_SLOTS];  // slot k's bulk copy
     __shared__ i64 row_of[MBS_SLOTS];               // the row of the chunk slot k holds (-1: the end)
     __shared__ i64 chunk_of[MBS_SLOTS];             // and which of its chunks
@@ -399,17 +402,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
         }
         if (ended && w == p) break;  // everything written
     }
-}
 #else
-#define MBS_REDUCERS 1  // the groups' named barriers (0 is __syncthreads)
-#define MBS_WRITERS 2
-
-extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
-    multi_block_smem(const elem_t* __restrict__ x, elem_t* __restrict__ y, i64 rows, i64 n, i64 ld_x, i64 ld_y,
-                     i64 chunks, i64 held_chunks, int lag, unsigned long long* __restrict__ slots,
-                     unsigned long long* __restrict__ tickets) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    raw_t* const held = reinterpret_cast<raw_t*>(smem);  // MBS_SLOTS chunks
     __shared__ unsigned long long full[MBS_SLOTS];     // slot k's bulk copy landed
     __shared__ unsigned long long reduced[MBS_SLOTS];  // slot k's chunk reduced (by the reducers' first thread)
     __shared__ i64 row_of[MBS_SLOTS];                  // the row of the chunk slot k holds (-1: the end)
@@ -485,11 +478,7 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
         bar_sync<MBS_WRITERS, MBS_GROUP>();  // the slot is in registers: free for the next bulk copy
         if (u == 0) filler.fill(w + MBS_SLOTS, held, full, row_of, chunk_of);
 #endif
-#if MBS_EXP_ELEM && !SOFTMAX_LOG
-        const ExpOutput f{total.max, 1.f / total.sum};  // the sums' shift cancels
-#else
-        const RowOutput f = row_output(total.max, total.sum);
-#endif
+        const auto f = output_of<MBS_EXP_ELEM>(total);
         store_held<MBS_STORE>(r, raw, [&](int j) { return s.v0 + u + (i64)j * MBS_GROUP; }, s.v1, f);
         if (c == 0) write_scalars(r, u, f);
 #if MBS_COMPANIONS
@@ -505,5 +494,5 @@ extern "C" __global__ void __launch_bounds__(MBS_THREADS, MBS_BLOCKS_PER_SM)
         if (u == 0) filler.fill(w + MBS_SLOTS, held, full, row_of, chunk_of);
 #endif
     }
-}
 #endif
+}

@@ -531,19 +531,16 @@ def plan(shape: Shape, dev: DeviceInfo) -> ClusterConfig | warp_rows.WarpRowPlan
     if shape.backward:
         _check_alignment(shape)
         config = single_read_backward_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
-        if config is None:
-            raise CannotRun(f"variant 'single_read' holds backward rows of at most "
-                            f"{single_read_limit(dev, shape.dtype, shape.op)} {shape.dtype} elements on "
-                            f"{dev.name}; got {shape.cols}")
-        return line_shifted(config, shape, dev)
-    warps = warp_rows.plan(shape)
-    if warps is not None:
-        return warps
-    config = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
+        rows, longest = "backward rows", single_read_limit(dev, shape.dtype, shape.op)
+    else:
+        warps = warp_rows.plan(shape)
+        if warps is not None:
+            return warps
+        config = single_read_plan(shape.cols, dev, shape.rows, shape.dtype, shape.op)
+        rows, longest = "rows", single_read_max_cols(dev, shape.dtype, shape.op)
     if config is None:
-        raise CannotRun(f"variant 'single_read' holds rows of at most "
-                        f"{single_read_max_cols(dev, shape.dtype, shape.op)} {shape.dtype} elements on {dev.name}; "
-                        f"got {shape.cols}")
+        raise CannotRun(f"variant 'single_read' holds {rows} of at most {longest} {shape.dtype} elements on "
+                        f"{dev.name}; got {shape.cols}")
     return line_shifted(config, shape, dev)
 
 
