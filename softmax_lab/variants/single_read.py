@@ -78,13 +78,13 @@ WIDE_MAX_VPT = 12  # the same 96 registers of floats, 8 to a vector of widened h
 VPT_TARGET = 16
 GOOD_FILL = 0.93
 MIN_FILL = 0.9  # what every derived plan reaches (tests/test_variants.py)
-MIN_THREADS_PER_SM = 512  # fewer (256-thread blocks alone on an SM) ran 1.28-1.33 x copy
+MIN_THREADS_PER_SM = 512  # fewer hide too little latency (notes/TUNING.md#the-plan-rule)
 MIN_SLICE = 1024  # vectors (16 KB): slices no shorter are not split over a larger cluster
 MAX_STAGES = 3
 STAGES_BYTES = 128 * 1024
 STATIC_SMEM = 512  # the kernel's own shared memory
 SMEM_RESERVED = 1024 + STATIC_SMEM  # per block: the driver's 1 KB and the kernel's static shared memory
-LARGER_CLUSTER_COST = 0.10  # 2 * c_min's measured cost beyond its rounds
+LARGER_CLUSTER_COST = 0.10  # a larger cluster's cost beyond its rounds (notes/TUNING.md#the-plan-rule)
 # Halves (forward) at one block per SM in a cluster: a second block per SM at twice the cluster
 # hides the instructions and the per-row merge that one block leaves exposed.
 HALVES_ONE_BLOCK_COST = 0.25
@@ -334,8 +334,7 @@ def single_read_candidates(cols: int, dev: DeviceInfo, itemsize: int = ITEMSIZE,
 
 def estimated_groups(config, dev: DeviceInfo) -> int:
     """Resident clusters, estimated without the driver: clusters of 4 or more
-    blocks lose about 7 % of the SMs to the GPC layout (runs 5 and 6 on the
-    H200: 30 of 4, 15 of 8, 7 of 16 at one block per SM; 62, 30 and 14 at two)."""
+    blocks lose about 7 % of the SMs to the GPC layout (notes/TUNING.md#the-plan-rule)."""
     usable = dev.sm_count * config.blocks_per_sm * (0.93 if config.cluster >= 4 else 1.0)
     return max(1, int(usable) // config.cluster)
 
