@@ -8,17 +8,19 @@ import pytest
 
 from softmax_lab.lab import bench, records
 from softmax_lab.lab import candidates as cat
-from softmax_lab.problem import ALL_OPS
+from softmax_lab.problem import ALL_OPS, DTYPES
 
 DEVICE = {"name": "Synthetic H200", "compute_capability": 90, "sm_count": 132, "l2_bytes": 60 * 2**20}
 VERSIONS = {"driver": "12.8", "runtime": "12.9", "python": "3.11", "cupy": "14.2.0", "numpy": "2.4.6",
             "torch": None, "quack": None, "softmax_lab": None}
+# Made-up effective bandwidths (GB/s) by candidate; a variant not listed runs at OTHER_VARIANT_GBPS.
 GBPS = {"auto": 4000, "copy.memcpy": 4300, "copy.elementwise": 4100, "copy.float4": 4400, "single_read": 4000,
-        "two_pass": 3900, "multi_block": 3800, "multi_block_l2": 3950, "multi_block_smem": 3950, "cluster_row": 3850, "three_pass": 3700, "cupyx.softmax": 2500, "torch.softmax": 3700,
+        "two_pass": 3900, "multi_block": 3800, "multi_block_l2": 3950, "multi_block_smem": 3950, "cluster_row": 3850,
+        "three_pass": 3700, "cupyx.softmax": 2500, "torch.softmax": 3700,
         "torch.compile": 3800, "quack.softmax": 3900, "floor.torch_add": 4200, "floor.cupy_add": 4100,
         "torch.log_softmax": 3700, "torch.softmax_backward": 3600, "torch.log_softmax_backward": 3700,
         "quack.softmax_backward": 3900}
-ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+OTHER_VARIANT_GBPS = 3800
 
 
 def run(rows: int, cols: int, names=None, group=None, repeats: int = 20, seed: int = 0, torch: bool = False,
@@ -42,7 +44,7 @@ def run(rows: int, cols: int, names=None, group=None, repeats: int = 20, seed: i
         elif c.name == "single_read" and cols > 458_000:
             recs.append(records.record(c, rows, cols, status="skipped", reason="row too long for single_read", **kw))
         else:
-            ms = c.traffic_bytes(rows, cols, ITEMSIZE[dtype]) / (GBPS[c.name] * 1e9) * 1e3
+            ms = c.traffic_bytes(rows, cols, DTYPES[dtype]) / (GBPS.get(c.name, OTHER_VARIANT_GBPS) * 1e9) * 1e3
             times = ms * (1 + 0.02 * rng.random(repeats))
             err = 0.0 if c.kind == "copy" else 2e-7
             check = {"rows": bench.check_rows(rows), "poisoned": "the out buffer", "relative_error": err,
