@@ -16,8 +16,8 @@ def forced_plan(name: str, shape, dev, config=None, groups=None, **fields):
         return config if groups is None else dataclasses.replace(config, groups=groups)
     plan = get_variant(name).plan(shape, dev)
     if name == "multi_block_smem" and fields.keys() & GEOMETRY:
-        plan = dataclasses.replace(plan, held_chunks=None, **{k: v for k, v in fields.items()
-                                                               if k not in ("slots", "early_fill")})
+        geometry = {k: v for k, v in fields.items() if k not in ("slots", "early_fill")}
+        plan = dataclasses.replace(plan, **({"held_chunks": None} | geometry))
         slots = fields.get("slots") or MBS.slots_held(dev, plan.threads, plan.vpt, plan.blocks_per_sm)
         early = fields.get("early_fill", MBS.early_fill(shape.cols, shape.itemsize, dev, plan.threads, plan.vpt,
                                                         plan.blocks_per_sm, plan.split))

@@ -375,7 +375,7 @@ def test_cluster_row_float_backward_in_clusters_of_16_blocks_of_256(op, cols, dy
     if dev.compute_capability < 90:
         pytest.skip("cluster_row needs sm_90")
     rows = 300
-    plan = sys.modules["softmax_lab.variants"].cluster_row_plan(cols, dev, rows, 4, 2)
+    plan = CR.cluster_row_plan(cols, dev, rows, 4, 2)
     assert (plan.cluster, plan.threads, plan.blocks_per_sm) == (16, 256, 2), plan
     x = torch.randn(rows, cols + 1, device="cuda")[:, 1:] * 3
     x[0, ::3] = -float("inf")

@@ -504,12 +504,12 @@ def test_cai_v3_producer_stream_is_waited_for():
 def test_torch_raw_stream_is_the_current_stream():
     """The fast lookup of torch's current stream names the same stream as torch's public API."""
     torch = pytest.importorskip("torch")
-    from softmax_lab.api import _torch_raw_stream
+    from softmax_lab.arrays import torch_raw_stream
 
     side = torch.cuda.Stream()
-    assert _torch_raw_stream(0) == torch.cuda.current_stream(0).cuda_stream
+    assert torch_raw_stream(0) == torch.cuda.current_stream(0).cuda_stream
     with torch.cuda.stream(side):
-        assert _torch_raw_stream(0) == side.cuda_stream != torch.cuda.default_stream(0).cuda_stream
+        assert torch_raw_stream(0) == side.cuda_stream != torch.cuda.default_stream(0).cuda_stream
 
 
 @pytest.mark.gpu

@@ -29,11 +29,11 @@ FUNCTIONS = {"softmax": softmax_lab.softmax, "log_softmax": softmax_lab.log_soft
 
 
 def _torch_stream(torch):
-    """torch's current stream as a CuPy stream: the api's cached wrapper (it silences CuPy 14's
+    """torch's current stream as a CuPy stream: the library's cached wrapper (it silences CuPy 14's
     deprecation of ExternalStream, whose replacement CuPy 13 lacks)."""
-    from softmax_lab.api import _external
+    from softmax_lab.arrays import external_stream
 
-    return _external(torch.cuda.current_stream().cuda_stream, torch.cuda.current_device())
+    return external_stream(torch.cuda.current_stream().cuda_stream, torch.cuda.current_device())
 
 
 def _torch():
