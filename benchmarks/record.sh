@@ -16,6 +16,8 @@
 #                                                #   op at 4096 x 393216, auto and the peers / the floor, one run
 #                                                #   (12 runs: 40 s on the H200 without quack, 2026-11-30)
 #   bash benchmarks/record.sh table-vocab        # dtype_op_151936.json .log .txt: the same at 4096 x 151936
+#   bash benchmarks/record.sh context            # context.json .log context.png: a bf16 softmax after the GEMM
+#                                                #   of its logits (an LM head), interleaved rounds, clocks and power
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
@@ -126,6 +128,11 @@ for stage in "$@"; do
       echo "table-vocab rc=$?"
       lab report --table "$OUT/dtype_op_151936.json" > "$OUT/dtype_op_151936.txt"
       cat "$OUT/dtype_op_151936.txt" ;;
+    context)
+      timeout 300 python3 -m softmax_lab context -o "$OUT/context.json" > "$OUT/context.log" 2>&1
+      echo "context rc=$?"
+      lab plot "$OUT/context.json" -o "$OUT"
+      cat "$OUT/context.log" ;;
     notebooks)  # the code cells top to bottom from notebooks/, as Jupyter runs them (the device has no Jupyter)
       for nb in notebooks/*.ipynb; do
         (cd notebooks && timeout 300 python3 -c "
@@ -147,6 +154,6 @@ print('ran', sys.argv[1])
       timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tail -n 6 ;;
     *)
       echo "unknown stage $stage (info quack-a quack-b bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
-           "sweep-bf16 table notebooks gpu-tests)"; exit 2 ;;
+           "sweep-bf16 table table-vocab context notebooks gpu-tests)"; exit 2 ;;
   esac
 done

@@ -31,7 +31,8 @@ def run_cli(*args, cwd, env=None):
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU: bench and sweep would run")
-@pytest.mark.parametrize("command", [["bench"], ["bench", "--rows", "64", "--cols", "4099"], ["sweep"], ["profile"]])
+@pytest.mark.parametrize("command", [["bench"], ["bench", "--rows", "64", "--cols", "4099"], ["sweep"], ["profile"],
+                                     ["context"]])
 def test_gpu_commands_without_a_gpu_fail_in_one_plain_line(command, tmp_path):
     p = run_cli(*command, "--output", str(tmp_path / "r.json"), cwd=tmp_path)
     out = (p.stdout + p.stderr).strip()
@@ -78,7 +79,7 @@ def test_version(tmp_path):
     assert p.returncode == 0 and re.fullmatch(r"softmax-lab \d+\.\d+\.\d+.*\n", p.stdout), p.stdout
 
 
-@pytest.mark.parametrize("command", ["bench", "sweep", "profile", "report", "plot", "info"])
+@pytest.mark.parametrize("command", ["bench", "sweep", "profile", "context", "report", "plot", "info"])
 def test_every_option_says_its_default(command, capsys):
     with pytest.raises(SystemExit):
         cli.main([command, "--help"])

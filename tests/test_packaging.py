@@ -63,7 +63,8 @@ def test_installed_package_carries_the_kernels_and_schemas():
     for name in ("common.cuh", "elements.cuh", "three_pass.cu", "two_pass.cu", "multi_block.cu", "single_read.cu", "copy.cu"):
         assert (installed / "kernels" / name).is_file(), name
     lab = installed / "lab"  # the lab's modules and the schemas of its files
-    assert (lab / "cli.py").is_file() and (lab / "results_schema.json").is_file() and (lab / "profile_schema.json").is_file()
+    assert (lab / "cli.py").is_file() and (lab / "results_schema.json").is_file() and (lab / "profile_schema.json").is_file() \
+        and (lab / "context_schema.json").is_file()
 
 
 def test_version_and_typing_marker():

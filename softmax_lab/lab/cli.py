@@ -1,4 +1,4 @@
-"""softmax-lab (or python -m softmax_lab): bench, sweep, profile, report, plot, info.
+"""softmax-lab (or python -m softmax_lab): bench, sweep, profile, context, report, plot, info.
 
   softmax-lab bench   [--rows R --cols C --dtype D,.. --op OP,.. --variants a,b --repeats N --seed S -o bench.json]
                       [--json | --csv]
@@ -6,6 +6,7 @@
                       [--json | --csv]
   softmax-lab profile [--shape RxC ... | --sweep] [--dtype D --op OP --variants a,b --calls N --ncu PATH
                       -o profile.json] [--json]
+  softmax-lab context [--gemm MxKxN --dtype D --variants a,b --rounds N --seed S -o context.json] [--json]
   softmax-lab report  RESULTS.json ... [--table]
   softmax-lab plot    RESULTS.json ... [-o DIR] [--profile PROFILE.json ...]
   softmax-lab info
@@ -36,6 +37,7 @@ from ..device import device_info, require_device
 from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, OPS, kernel_defines
 from . import bench, records, report
 from . import candidates as cat
+from . import context as ctx
 from . import profile as prof
 
 RECORDED_HINT = "softmax-lab plot results/*.json"
@@ -49,10 +51,11 @@ EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (head, less): 128 + SIG
 EXIT_STATUSES = f"""exit status:
   {EXIT_OK}    ok
   {EXIT_CHECK_FAILED}    a check failed: a candidate failed its correctness check, or one of
-       softmax_lab's own raised (bench, sweep); a kernel did not compile (info)
+       softmax_lab's own raised (bench, sweep, context); a kernel did not compile (info)
   {EXIT_USAGE}    usage: a bad option or value, an input file that cannot be read or is
-       not a results or profile document, an -o that cannot be used
-  {EXIT_NO_DEVICE}    no usable GPU here (bench, sweep, profile), or no Nsight Compute (profile)
+       not a results, profile or context document, an -o that cannot be used
+  {EXIT_NO_DEVICE}    no usable GPU here (bench, sweep, profile, context), no Nsight Compute (profile),
+       or no torch for the GEMM (context)
   {EXIT_BROKEN_PIPE}  the reader of the output went away (e.g. `| head`)"""
 
 
@@ -126,16 +129,32 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", action="store_true", help="print the JSON document on stdout instead of the table")
     pr.set_defaults(func=_profile)
 
+    cx = command("context", help="what a softmax adds to a step whose GEMM computes its logits: interleaved "
+                                 "rounds of the GEMM alone and the GEMM then each candidate, with clocks and power")
+    cx.add_argument("--gemm", type=_gemm, default=ctx.GEMM, metavar="MxKxN",
+                    help="the GEMM that makes the logits: M x K @ K x N, the softmax over rows of N "
+                         f"(default {'x'.join(map(str, ctx.GEMM))}, an LM head)")
+    cx.add_argument("--dtype", choices=tuple(DTYPES), default=ctx.DEFAULT_DTYPE, help="element type of the GEMM "
+                                                                                     "and the softmax")
+    cx.add_argument("--variants", type=_names, metavar="NAME,...", default=None,
+                    help=f"candidates (default: {','.join(ctx.DEFAULT_NAMES)}); the copies always run")
+    cx.add_argument("--rounds", type=_rounds, default=ctx.ROUNDS, help=f"timed rounds, at least {ctx.MIN_ROUNDS}")
+    cx.add_argument("--seed", type=int, default=0, help="seed of the GEMM's standard normal operands")
+    cx.add_argument("-o", "--output", type=Path, metavar="PATH",
+                    help="write the context JSON here (atomically; default: not saved)")
+    cx.add_argument("--json", action="store_true", help="print the JSON document on stdout instead of the table")
+    cx.set_defaults(func=_context)
+
     rp = command("report", help="the tables of recorded results files, with the table by dtype and op (no GPU needed)")
     rp.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json",
-                    help="bench, sweep or profile JSON files (those plot takes)")
+                    help="bench, sweep, profile or context JSON files (those plot takes)")
     rp.add_argument("--table", action="store_true",
                     help="only the table by dtype and op: auto and each peer / the floor of the op")
     rp.set_defaults(func=_report)
 
     pl = command("plot", help="PNG figures of results files (no GPU needed)")
     pl.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json",
-                    help="bench, sweep or profile JSON files")
+                    help="bench, sweep, profile or context JSON files")
     pl.add_argument("-o", "--output", type=_folder, metavar="DIR",
                     help=f"folder for the PNGs, made if missing; never a file (default: {default_plot_dir()}, "
                          "outside the checkout; -o results redraws the recorded figures)")
@@ -219,6 +238,20 @@ def _repeats(text: str) -> int:
     if value < bench.MIN_REPEATS:
         raise argparse.ArgumentTypeError(f"the method takes at least {bench.MIN_REPEATS} repeats; got {text}")
     return value
+
+
+def _rounds(text: str) -> int:
+    value = int(text)
+    if value < ctx.MIN_ROUNDS:
+        raise argparse.ArgumentTypeError(f"the method takes at least {ctx.MIN_ROUNDS} rounds; got {text}")
+    return value
+
+
+def _gemm(text: str) -> tuple[int, int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*[xX,]\s*(\d+)\s*[xX,]\s*(\d+)\s*", text)
+    if not m or min(int(v) for v in m.groups()) < 1:
+        raise argparse.ArgumentTypeError(f"a GEMM is MxKxN of positive integers, e.g. 4096x4096x128256; got {text!r}")
+    return int(m[1]), int(m[2]), int(m[3])
 
 
 def _shape(text: str) -> tuple[int, int]:
@@ -316,6 +349,28 @@ def _profile(args) -> int:
     return EXIT_OK
 
 
+def _context(args) -> int:
+    failed = _no_device("context")
+    if failed is not None:
+        return failed
+    try:
+        doc = ctx.run_context(*args.gemm, dtype=args.dtype, names=args.variants, rounds=args.rounds, seed=args.seed,
+                              command=_command())
+    except RuntimeError as e:  # no torch for the GEMM
+        print(f"softmax-lab context: {e}", file=sys.stderr)
+        return EXIT_NO_DEVICE
+    saved = records.save(doc, args.output) if args.output is not None else None
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(ctx.format_context(doc))
+        print(f"\nresults: {saved}" if saved else "\n(results not saved: pass --output PATH)")
+    bad = ctx.failures(doc)
+    for line in bad:
+        print(f"softmax-lab context: FAILED {line}", file=sys.stderr)
+    return EXIT_CHECK_FAILED if bad else EXIT_OK
+
+
 def _command() -> str:
     """The command line as typed: sys.argv, with `python -m softmax_lab` or
     `softmax-lab` in place of the full path of the script."""
@@ -339,6 +394,9 @@ def _finish(doc: dict, args) -> int:
     return EXIT_CHECK_FAILED if bad else EXIT_OK
 
 
+OWN_TABLES = {"profile": ("measured traffic", prof.format_profile), "context": ("times in context", ctx.format_context)}
+
+
 def _report(args) -> int:
     """The tables of each file plot takes; a file that cannot be read is named in one
     line, the others are printed all the same."""
@@ -353,9 +411,10 @@ def _report(args) -> int:
         if i:
             print()
         print(f"{path}:")
-        if doc["kind"] == "profile":  # measured traffic: its own table, and no table by dtype and op
-            print("profile: measured traffic, no table by dtype and op (report without --table prints its table, "
-                  "plot draws it)" if args.table else prof.format_profile(doc))
+        if doc["kind"] in OWN_TABLES:  # measured traffic, times in context: their own tables, none by dtype and op
+            what, table = OWN_TABLES[doc["kind"]]
+            print(f"{doc['kind']}: {what}, no table by dtype and op (report without --table prints its table, plot "
+                  "draws it)" if args.table else table(doc))
         else:
             print(report.format_dtype_op_table(doc) if args.table else report.format_document(doc))
     return status
@@ -394,14 +453,16 @@ def _plot(args) -> int:
 
 
 def _load_any(path: Path) -> dict:
-    """A results or a profile document."""
+    """A results, a profile or a context document."""
     try:
         return records.load(path)
     except ValueError as first:
-        try:
-            return prof.load(path)
-        except ValueError:
-            raise first from None
+        for load in (prof.load, ctx.load):
+            try:
+                return load(path)
+            except ValueError:
+                pass
+        raise first from None
 
 
 def _info(args) -> int:

@@ -11,11 +11,14 @@ Every figure names the dtype and op of what it shows.
   sweep(doc):       time / floor against row length, a panel per batch group
                     (a row of panels per dtype and op);
   grid(doc):        heat map of auto / the best peer by shape (and dtype and op);
-  traffic(profile): model against measured DRAM traffic per candidate and shape.
+  traffic(profile): model against measured DRAM traffic per candidate and shape;
+  context(doc):     a softmax after the GEMM of its logits: the GEMM's own wander
+                    round by round, and each candidate alone, in context and naive.
 
 Families have related colours: softmax_lab's variants greens, copies greys,
 libraries blues.  Skipped and failed candidates are marked, never dropped.
-write_all() names the files plainly: bench_time.png, sweep.png, grid.png, traffic.png.
+write_all() names the files plainly: bench_time.png, sweep.png, grid.png, traffic.png,
+context.png.
 
 The same documents give the same PNG bytes: each figure is drawn under
 matplotlib's default style (whatever matplotlibrc or style a session set), at a
@@ -38,10 +41,12 @@ from matplotlib import ft2font
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..problem import ALL_OPS, DTYPES
 from . import candidates as cat
+from . import context as ctx
 from .report import floor_word, grid_rows
 
 FAMILY_COLORMAPS = {"variant": "Greens", "copy": "Greys", "library": "Blues", "host": "Purples"}
@@ -388,12 +393,63 @@ def traffic(profile_doc: dict, path=None) -> Figure:
     return _save(fig, path)
 
 
+# ------------------------------------------------------------ in context
+@_default_style
+def context(doc: dict, path=None) -> Figure:
+    """Left: each round's GEMM alone (one line per candidate it stood beside) against the
+    block of GEMMs timed before the rounds, which a naive figure subtracts.  Right: per
+    candidate, its time alone (hollow), in context (the round-by-round difference: median,
+    bar from the first to the third quartile) and the naive figure (x)."""
+    fig = _figure(11.0, 0.45 * len(doc["candidates"]) + 3.2)
+    wander, cost = fig.subplots(1, 2, width_ratios=(1.1, 1.0))
+    block = doc["gemm_block_ms"]
+    wander.axhspan(min(block), max(block), color="0.85", label=f"the block of {len(block)} GEMMs before the rounds")
+    rows = ctx.summarize(doc)
+    kinds = {r["name"]: r["kind"] for r in doc["candidates"]}
+    for s, r in zip(rows, doc["candidates"]):
+        if s["status"] == "ok":
+            wander.plot(r["times_ms"]["gemm"], color=color(s["name"], kinds[s["name"]]), linewidth=0.8,
+                        label=f"beside {s['name']}")
+    wander.set_xlabel("round", fontsize=8)
+    wander.set_ylabel("the GEMM alone, ms", fontsize=8)
+    wander.set_title("The GEMM's own time, round by round", fontsize=9)
+    wander.legend(fontsize=6, loc="best")
+    for y, s in enumerate(rows):
+        c = color(s["name"], kinds[s["name"]])
+        if s["status"] != "ok":
+            cost.text(0.0, y, f" {s['status']}: {_short(s['reason'], 50)}", va="center", fontsize=6,
+                      color=FAILED_COLOR if s["status"] == "failed" else SKIPPED_COLOR)
+            continue
+        d = s["difference"]
+        cost.barh(y - 0.2, s["alone_ms"], height=0.36, fill=False, edgecolor=c, linewidth=1.2)
+        cost.barh(y + 0.2, d["median_ms"], height=0.36, color=c, edgecolor="0.3", linewidth=0.5,
+                  xerr=[[d["median_ms"] - d["q25_ms"]], [d["q75_ms"] - d["median_ms"]]],
+                  error_kw={"elinewidth": 0.8, "capsize": 2})
+        cost.plot([s["naive_ms"]], [y + 0.2], marker="x", color=FAILED_COLOR, markersize=6)
+        cost.text(max(d["q75_ms"], s["alone_ms"], s["naive_ms"]), y, f"  {d['median_ms']:.3f} ms in context",
+                  va="center", fontsize=6)
+    cost.axvline(0.0, color="0.3", linewidth=0.6)
+    cost.set_yticks(range(len(rows)), [s["name"] for s in rows], fontsize=7)
+    cost.set_ylim(len(rows) - 0.4, -0.6)  # the first candidate on top; skipped ones' lines inside
+    cost.set_xlabel("ms", fontsize=8)
+    cost.set_title("Each candidate: alone, in context, naive", fontsize=9)
+    fig.legend(handles=[Patch(fill=False, edgecolor="0.3", label="alone on the logits (median)"),
+                        Patch(color="0.5", label="in context: step less the GEMM beside it (median, quartiles)"),
+                        Line2D([], [], marker="x", linestyle="", color=FAILED_COLOR,
+                               label="naive: steps less the block's median")],
+               fontsize=7, loc="outside lower center", ncol=3)
+    g = doc["method"]["gemm"]
+    fig.suptitle(f"A softmax after the GEMM of its logits ({g['m']} x {g['k']} @ {g['k']} x {g['n']} {g['dtype']}) "
+                 f"on {doc['device']['name']}, {doc['method']['rounds']} interleaved rounds", fontsize=10)
+    return _save(fig, path)
+
+
 # ------------------------------------------------------------ files
 def write_all(doc: dict, out_dir, profile_doc: dict | None = None, suffix: str = "") -> list[Path]:
     """The PNGs of one document, named by what they show, with `suffix` before
     ".png": a bench's bench_time.png (bench_time_2.png, ... for further shapes;
     a bench of several dtypes or ops: one figure with a panel per run), a
-    sweep's sweep.png and grid.png, a profile's traffic.png.  `profile_doc` adds
+    sweep's sweep.png and grid.png, a profile's traffic.png, a context's context.png.  `profile_doc` adds
     measured traffic to a bench's figure."""
     out_dir = Path(out_dir)
     if doc["kind"] == "sweep":
@@ -404,6 +460,10 @@ def write_all(doc: dict, out_dir, profile_doc: dict | None = None, suffix: str =
     if doc["kind"] == "profile":
         paths = [out_dir / f"traffic{suffix}.png"]
         traffic(doc, paths[0])
+        return paths
+    if doc["kind"] == "context":
+        paths = [out_dir / f"context{suffix}.png"]
+        context(doc, paths[0])
         return paths
     if len({pair(run) for run in doc["runs"]}) > 1:  # several dtypes or ops: one figure, a panel each
         paths = [out_dir / f"bench_time{suffix}.png"]
