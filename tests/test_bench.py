@@ -419,3 +419,51 @@ def test_the_backward_reference_is_the_formula():
     assert np.allclose(got, y64 * (dy64 - (dy64 * y64).sum(-1, keepdims=True)), rtol=1e-15, atol=0)
     got = bench.op_reference(y, "log_softmax_backward", dy)
     assert np.allclose(got, dy64 - np.exp(y64) * dy64.sum(-1, keepdims=True), rtol=1e-15, atol=0)
+
+
+CLOCKS = {"samples": 12, "sm_mhz": {"min": 1755.0, "median": 1980.0, "max": 1980.0},
+          "mem_mhz": {"min": 3201.0, "median": 3201.0, "max": 3201.0},
+          "power_w": {"min": 300.0, "median": 420.0, "max": 520.0}, "temperature_c": None,
+          "reasons": {"sw_power_cap": 0.25}}
+
+
+def test_a_record_with_clocks_follows_the_schema_and_the_report_shows_them():
+    from softmax_lab.lab import report
+
+    doc = synthetic.document("bench")
+    for r in doc["runs"][0]["candidates"]:
+        if r["stats"]:
+            r["clocks"] = dict(CLOCKS)
+    doc["method"]["clocks"] = "NVML every 5 ms while a candidate's timed calls ran"
+    synthetic.validate(doc)
+    text = report.format_run(doc["runs"][0])
+    assert "clocks while the timed calls ran (NVML):" in text
+    assert "  auto                     SM 1755..1980 MHz (median 1980), memory 3201 MHz, 300..520 W; clock held " \
+           "down by: sw_power_cap 25%" in text
+    assert "clocks while" not in report.format_run(synthetic.document("bench")["runs"][0])  # none recorded
+
+
+def test_clocks_is_asked_for_by_the_command_line(monkeypatch):
+    from softmax_lab.lab import cli
+
+    asked = {}
+    monkeypatch.setattr(bench, "gpu_reason", lambda: None)
+    for command, function in (("bench", "run_bench"), ("sweep", "run_sweep")):
+        monkeypatch.setattr(bench, function, lambda *a, _f=function, **kw: asked.update({_f: kw["clocks"]})
+                            or synthetic.document("bench"))
+        for flag in ([], ["--clocks"]):
+            assert cli.main([command, *flag, "--json"]) == cli.EXIT_OK
+            assert asked[function] is bool(flag)
+
+
+@pytest.mark.gpu
+def test_the_bench_records_clocks_while_each_candidate_is_timed():
+    doc = bench.run_bench(256, 4099, names=["auto"], repeats=20, warmup=1, host_calls=0, progress=False,
+                          command="test", clocks=True)
+    synthetic.validate(doc)
+    timed = [r for r in doc["runs"][0]["candidates"] if r["stats"]]
+    assert timed and all("clocks" in r for r in timed)
+    if "NVML every" in doc["method"]["clocks"]:  # a call this small may end between two samples
+        assert all(r["clocks"]["samples"] == 0 or r["clocks"]["sm_mhz"]["min"] > 0 for r in timed)
+    else:
+        assert all(r["clocks"] is None for r in timed)

@@ -1,5 +1,7 @@
-"""softmax_lab.lab.timing: statistics, and the host-time loop (on the CPU); GPU events are marked gpu."""
+"""softmax_lab.lab.timing: statistics, the host-time loop and the clock sampler (on the CPU); GPU events
+and NVML are marked gpu."""
 
+import threading
 import time
 
 import pytest
@@ -39,3 +41,51 @@ def test_gpu_times_return_the_last_output():
         times, out = timing.gpu_times(lambda: x * 2, stream, repeats=5, warmup=2, before_timed=lambda: seen.append(1))
     assert len(times) == 5 and all(t > 0 for t in times) and seen == [1]
     assert float(out[0]) == 2.0
+
+
+def test_the_sampler_tags_each_sample_with_its_round_and_summarizes_the_timed_ones():
+    readings = iter(range(10**6))
+
+    def read():
+        i = next(readings)
+        return {"sm_mhz": 1980 - (i % 3) * 100, "power_w": 500.0 + i % 2, "temperature_c": 50,
+                "reasons": 0x4 if i % 2 else 0x0}
+
+    got = threading.Event()
+    with timing.ClockSampler(read, interval=0.001) as s:
+        while len(s.samples) < 5:
+            got.wait(0.002)
+        with s.measuring() as token:
+            n = len(s.samples)
+            while len(s.samples) < n + 20:
+                got.wait(0.002)
+        with s.measuring() as second:
+            pass
+    assert (token, second, s.round) == (0, 1, -1)
+    summary = s.summary()
+    assert summary["samples"] == sum(1 for x in s.samples if x["round"] == 0) >= 20
+    assert summary["sm_mhz"]["min"] == 1780 and summary["sm_mhz"]["max"] == 1980
+    assert 0.3 < summary["reasons"]["sw_power_cap"] < 0.7 and set(summary["reasons"]) == {"sw_power_cap"}
+    assert s.summary(0) == summary and s.summary(1)["samples"] == 0
+    empty = timing.ClockSampler(dict).summary()
+    assert empty == {"samples": 0, "sm_mhz": None, "mem_mhz": None, "power_w": None, "temperature_c": None,
+                     "reasons": {}}
+
+
+def test_the_clocks_line_says_each_reading_it_has():
+    summary = {"samples": 4, "sm_mhz": {"min": 1530.0, "median": 1700.0, "max": 1815.0},
+               "mem_mhz": {"min": 2619.0, "median": 2619.0, "max": 2619.0}, "power_w": None, "temperature_c": None,
+               "reasons": {"sw_power_cap": 0.5}}
+    assert timing.format_clocks(summary) == ("SM 1530..1815 MHz (median 1700), memory 2619 MHz; "
+                                             "clock held down by: sw_power_cap 50%")
+    assert timing.format_clocks({"samples": 0, "reasons": {}}) == "no readings; clock held down by: nothing"
+
+
+@pytest.mark.gpu
+def test_nvml_reads_this_device_or_says_why_not():
+    read, why_not = timing.nvml_reader(0)
+    if read is None:
+        assert "NVML" in why_not or "pynvml" in why_not
+        return
+    sample = read()
+    assert sample["sm_mhz"] > 0 and sample["mem_mhz"] > 0 and sample["power_w"] > 0

@@ -27,6 +27,7 @@ microseconds per call on a HOST_SHAPE input (timing.host_times).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import platform
 import sys
@@ -223,25 +224,27 @@ def gpu_reason() -> str | None:
 
 def run_bench(rows: int = HEADLINE[0], cols: int = HEADLINE[1], *, names=None, repeats: int = REPEATS,
               warmup: int = WARMUP, seed: int = 0, host_calls: int = HOST_CALLS, progress: bool = True,
-              command: str | None = None, dtypes=("float32",), ops=("softmax",), checkpoint=None) -> dict:
+              command: str | None = None, dtypes=("float32",), ops=("softmax",), checkpoint=None,
+              clocks: bool = False) -> dict:
     """Checks and times the candidates (all, or those named) on one rows x cols input,
     one run per dtype and op; the host candidates (float32 softmax) on a HOST_SHAPE input.
-    checkpoint(document so far), when given, is called after each run."""
+    checkpoint(document so far), when given, is called after each run.  clocks: each
+    timed record carries NVML's clocks, power and clock reasons while its calls ran."""
     return _run("bench", [(rows, cols, None)], names, None, dtypes, ops, repeats, warmup, seed, host_calls,
-                progress, command, fit=False, checkpoint=checkpoint)
+                progress, command, fit=False, checkpoint=checkpoint, clocks=clocks)
 
 
 def run_sweep(shapes=None, *, names=None, repeats: int = REPEATS, warmup: int = WARMUP, seed: int = 0,
               progress: bool = True, command: str | None = None, checkpoint=None, dtypes=("float32",),
-              ops=("softmax",)) -> dict:
+              ops=("softmax",), clocks: bool = False) -> dict:
     """The benchmark on each (rows, cols, group) of `shapes` (grid_shapes() by default),
     each dtype and op, for the candidates named (auto and the op's peers by
     default; never the host candidates).  checkpoint(document so far), when given,
     is called after each run (the CLI saves it, so a run cut short by a time limit
-    still leaves its shapes)."""
+    still leaves its shapes).  clocks: as run_bench's."""
     shapes = grid_shapes() if shapes is None else [tuple(s) if len(s) == 3 else (*s, None) for s in shapes]
     return _run("sweep", shapes, names, "grid", dtypes, ops, repeats, warmup, seed, 0, progress, command, fit=True,
-                checkpoint=checkpoint)
+                checkpoint=checkpoint, clocks=clocks)
 
 
 def load_or_run(kind: str, results, measure: bool = False, **kwargs) -> tuple[dict | None, str]:
@@ -267,7 +270,7 @@ def _chosen(names, default, dtype, op, hosts: bool):
 
 
 def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_calls, progress, command, fit,
-         checkpoint=None):
+         checkpoint=None, clocks: bool = False):
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0; got {repeats}, {warmup}")
     for rows, cols, _ in shapes:
@@ -286,19 +289,29 @@ def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_
     device = {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
               "l2_bytes": dev.l2_bytes}
 
+    sampler, clock_method = None, {}
+    if clocks:
+        read, why_not = timing.nvml_reader(dev.id)
+        sampler = timing.ClockSampler(read) if read is not None else None
+        clock_method = {"clocks": why_not or (f"NVML every {timing.SAMPLE_INTERVAL_S * 1000:g} ms while a "
+                                              "candidate's timed calls ran")}
+
     def document():
-        return records.make_document(kind, runs, device, versions(torch), method(repeats, warmup, seed, host_calls),
-                                     command)
+        return records.make_document(kind, runs, device, versions(torch),
+                                     method(repeats, warmup, seed, host_calls) | clock_method, command)
 
     total = sum(len([c for c in cs if c.kind != "host"]) for cs in chosen.values()) * len(shapes) + len(hosts)
     bar = _bar(progress, total, kind)
-    with bar:
+    with bar, sampler or contextlib.nullcontext():
         for rows, cols, group in shapes:
             for dtype, op in pairs:
                 sized = [c for c in chosen[dtype, op] if c.kind != "host"]
                 r = _fit_rows(rows, cols, dtype, op) if fit else rows
                 runs.append(_shape(r, cols, group, sized, dev, torch, torch_reason, quack_reason, repeats, warmup,
-                                   seed, bar, dtype, op))
+                                   seed, bar, dtype, op, sampler))
+                if clocks and sampler is None:  # asked for, but NVML cannot be read: method.clocks says why
+                    for rec in runs[-1]["candidates"]:
+                        rec["clocks"] = None
                 if checkpoint is not None:
                     checkpoint(document())
         if hosts:
@@ -338,7 +351,7 @@ def make_arrays(rows: int, cols: int, dtype: str, op: str, seed: int, torch=None
 
 
 def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, repeats, warmup, seed, bar,
-           dtype="float32", op="softmax") -> dict:
+           dtype="float32", op="softmax", sampler=None) -> dict:
     import cupy
 
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -354,8 +367,14 @@ def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, re
             refs = {"op": op_reference(wide(x[idx]), op, None if dy is None else wide(dy[idx])),
                     "copy": wide(x[idx]) if dy is None else wide(x[idx]) + wide(dy[idx])}
 
+        tokens = []  # the sampler's tokens of the current candidate's timed calls
+
         def timer(call, n, w, before):
-            return timing.gpu_times(call, stream, n, w, before)
+            if sampler is None:
+                return timing.gpu_times(call, stream, n, w, before)
+            with sampler.measuring() as token:
+                tokens.append(token)
+                return timing.gpu_times(call, stream, n, w, before)
 
         for c in chosen:
             bar.set_postfix_str(f"{rows}x{cols} {dtype} {op} {c.name}")
@@ -377,7 +396,10 @@ def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, re
                                                dtype=dtype, op=op))
                 else:
                     ref = refs["copy" if c.kind == "copy" else "op"]
+                    tokens.clear()
                     recs.append(measure(c, prep, arrays.x, idx, ref, timer, repeats, warmup, dtype, op, arrays.dy))
+                    if sampler is not None:
+                        recs[-1]["clocks"] = sampler.summary(tokens[-1]) if recs[-1]["stats"] and tokens else None
                     del prep
             _release(torch)
             bar.update()

@@ -24,8 +24,6 @@ context_schema.json.
 from __future__ import annotations
 
 import math
-import threading
-import time
 
 import numpy as np
 
@@ -33,6 +31,7 @@ from .. import reference
 from ..problem import DTYPES
 from . import candidates as cat
 from . import records
+from .timing import SAMPLE_INTERVAL_S, ClockSampler, format_clocks, nvml_reader
 
 SCHEMA = "softmax-lab-context/1"
 GEMM = (4096, 4096, 128256)  # tokens, features, vocabulary: a bf16 LM head of a 128256-word vocabulary
@@ -42,11 +41,6 @@ ROUNDS = 40
 MIN_ROUNDS = 10
 WARMUP_ROUNDS = 3
 GEMM_BLOCK = 20  # GEMMs timed back to back before the rounds: the naive figure's reference
-SAMPLE_INTERVAL_S = 0.005
-# The bits of NVML's nvmlClocksEventReasons (nvml.h): why the SM clock is below its maximum.
-CLOCK_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-                 0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
-                 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
 
 
 # ------------------------------------------------------------ the rounds (no GPU of their own)
@@ -87,72 +81,6 @@ def difference(step_ms, gemm_ms) -> dict:
     q25, median, q75 = (float(v) for v in np.percentile(d, (25, 50, 75)))
     return {"rounds": int(d.size), "median_ms": median, "q25_ms": q25, "q75_ms": q75, "min_ms": float(d.min()),
             "max_ms": float(d.max())}
-
-
-# ------------------------------------------------------------ clocks and power
-class ClockSampler:
-    """Reads `read()` (a dict of numbers and a reasons bit mask) every `interval` seconds
-    on a thread while it is entered; each sample carries the round in progress."""
-
-    def __init__(self, read, interval: float = SAMPLE_INTERVAL_S):
-        self.read, self.interval = read, interval
-        self.samples: list[dict] = []
-        self.round = -1  # before the first round: the warm-up
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="softmax-lab-clocks", daemon=True)
-
-    def _run(self):
-        t0 = time.perf_counter()
-        while not self._stop.is_set():
-            self.samples.append({"t_s": time.perf_counter() - t0, "round": self.round, **self.read()})
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def summary(self) -> dict:
-        """Over the samples taken during the rounds: the SM clock's and the power's
-        min, median and max, and the share of samples that gave each clock reason."""
-        timed = [s for s in self.samples if s["round"] >= 0]
-        out = {"samples": len(timed)}
-        for key in ("sm_mhz", "power_w", "temperature_c"):
-            values = [s[key] for s in timed if s.get(key) is not None]
-            out[key] = ({"min": float(min(values)), "median": float(np.median(values)), "max": float(max(values))}
-                        if values else None)
-        counts = {name: sum(1 for s in timed if s.get("reasons", 0) & bit) for bit, name in CLOCK_REASONS.items()}
-        out["reasons"] = {name: n / len(timed) for name, n in counts.items() if n} if timed else {}
-        return out
-
-
-def nvml_reader(device_id: int):
-    """(read, None) for the device's clock, power, temperature and clock reasons through
-    NVML, or (None, why not)."""
-    try:
-        import cupy
-        import pynvml
-    except ImportError:
-        return None, "nvidia-ml-py (pynvml) is not installed: no clock or power readings"
-    try:
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByPciBusId(cupy.cuda.Device(device_id).pci_bus_id.encode())
-        reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        reasons(handle)
-    except Exception as e:  # NVML missing from the driver, or no permission
-        return None, f"NVML could not be read: {cat.one_line(e)}"
-
-    def read() -> dict:
-        return {"sm_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-                "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-                "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-                "reasons": int(reasons(handle))}
-
-    return read, None
 
 
 # ------------------------------------------------------------ on the GPU
@@ -327,11 +255,7 @@ def format_context(doc: dict) -> str:
                      f"{s['naive_ms']:>10.3f}{beside:>22}")
     clocks = doc.get("clocks")
     if clocks:
-        sm, pw = clocks["sm_mhz"], clocks["power_w"]
-        reasons = ", ".join(f"{k} {v:.0%}" for k, v in clocks["reasons"].items()) or "none"
-        lines += ["", (f"clocks over {clocks['samples']} samples: SM {sm['min']:.0f}..{sm['max']:.0f} MHz "
-                       f"(median {sm['median']:.0f}), power {pw['min']:.0f}..{pw['max']:.0f} W; clock held down by: "
-                       f"{reasons}")]
+        lines += ["", f"clocks over {clocks['samples']} samples: {format_clocks(clocks)}"]
     else:
         lines += ["", f"clocks: {doc['method']['clocks']}"]
     return "\n".join(lines)

@@ -16,6 +16,7 @@ import io
 
 from ..problem import DTYPES
 from . import candidates as cat
+from .timing import format_clocks
 
 PEERS = cat.PEERS
 
@@ -96,6 +97,10 @@ def format_run(run: dict) -> str:
             else:
                 lines.append(f"  {r['name']:<20} median {h['median_us']:6.1f}  min {h['min_us']:6.1f}  "
                              f"max {h['max_us']:8.1f}  ({h['repeats']} calls; {r['traffic']['model']})")
+    sampled = [r for r in run["candidates"] if r.get("clocks")]
+    if sampled:
+        lines.append("clocks while the timed calls ran (NVML):")
+        lines += [f"  {r['name']:<24} {format_clocks(r['clocks'])}" for r in sampled]
     if run["l2_multiple"] < 4:
         lines.append(f"note: the input is only {run['l2_multiple']:.1f}x the L2, so timings may come partly from cache")
     return "\n".join(lines)
