@@ -362,16 +362,7 @@ def _context(args) -> int:
     except RuntimeError as e:  # no torch for the GEMM
         print(f"softmax-lab context: {e}", file=sys.stderr)
         return EXIT_NO_DEVICE
-    saved = records.save(doc, args.output) if args.output is not None else None
-    if args.json:
-        print(json.dumps(doc, indent=1))
-    else:
-        print(ctx.format_context(doc))
-        print(f"\nresults: {saved}" if saved else "\n(results not saved: pass --output PATH)")
-    bad = ctx.failures(doc)
-    for line in bad:
-        print(f"softmax-lab context: FAILED {line}", file=sys.stderr)
-    return EXIT_CHECK_FAILED if bad else EXIT_OK
+    return _finish(doc, args, ctx.format_context, ctx.failures)
 
 
 def _command() -> str:
@@ -382,16 +373,18 @@ def _command() -> str:
     return shlex.join(argv)
 
 
-def _finish(doc: dict, args) -> int:
+def _finish(doc: dict, args, table=report.format_document, failures=records.failures) -> int:
+    """Saves the document where -o says, prints it (--json, --csv or its table), and
+    gives the exit status: a check failed, or ok."""
     saved = records.save(doc, args.output) if args.output is not None else None
     if args.json:
         print(json.dumps(doc, indent=1))
-    elif args.csv:
+    elif getattr(args, "csv", False):
         print(report.to_csv(doc), end="")
     else:
-        print(report.format_document(doc))
+        print(table(doc))
         print(f"\nresults: {saved}" if saved else "\n(results not saved: pass --output PATH)")
-    bad = records.failures(doc)
+    bad = failures(doc)
     for line in bad:
         print(f"softmax-lab {doc['kind']}: FAILED {line}", file=sys.stderr)
     return EXIT_CHECK_FAILED if bad else EXIT_OK
