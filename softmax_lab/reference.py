@@ -1,5 +1,6 @@
-"""The float64 references (softmax, log_softmax and their backward passes) and the
-error measures every check uses."""
+"""The float64 references (softmax, log_softmax and their backward passes, the
+row statistics and the cross-entropy loss with its gradient) and the error
+measures every check uses."""
 
 from __future__ import annotations
 
@@ -43,6 +44,65 @@ def log_softmax_backward_reference(dy, y, axis: int = -1):
     xp = _xp(y)
     dy, y = to_float64(dy), to_float64(y)
     return dy - xp.exp(y) * xp.sum(dy, axis=axis, keepdims=True)
+
+
+def logsumexp_reference(x, axis: int = -1):
+    """(lse, max) along axis in float64, as torch.logsumexp: a row of all -inf gives
+    -inf, one with +inf gives +inf, one with a NaN gives NaN."""
+    xp = _xp(x)
+    x = to_float64(x)
+    m = xp.max(x, axis=axis, keepdims=True)
+    shift = xp.where(xp.isfinite(m), m, 0.0)  # a row's -inf or +inf max is not taken away from itself
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        lse = shift + xp.log(xp.sum(xp.exp(x - shift), axis=axis, keepdims=True))
+    return xp.squeeze(lse, axis), xp.squeeze(m, axis)
+
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def cross_entropy_reference(logits, target, *, ignore_index: int = -100, reduction: str = "mean",
+                            label_smoothing: float = 0.0, z_loss: float = 0.0) -> dict:
+    """torch.nn.functional.cross_entropy of (rows, vocab) logits and integer targets in
+    float64, with Liger's z-loss term, and its gradient.
+
+    A row's loss is (1 - s) (lse - x[target]) + s (lse - mean(x)) + z lse^2 (s the label
+    smoothing, z the z-loss coefficient); a row whose target is ignore_index has loss 0
+    and gradient 0.  reduction: "none" (a loss per row), "sum", or "mean" (the sum over
+    the rows not ignored / their number: NaN when every row is ignored, as torch).
+    Returns {"loss", "lse" (every row's), "grad"}: grad is d loss / d logits for an
+    incoming gradient of 1 (of 1 per row for "none"):
+    (softmax (1 + 2 z lse) - (1 - s) onehot(target) - s / vocab) / (the count for "mean").
+    ValueError for a target outside [0, vocab) that is not ignore_index."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}; got {reduction!r}")
+    xp = _xp(logits)
+    x = to_float64(logits)
+    rows, vocab = x.shape
+    t = xp.asarray(target).astype(xp.int64)
+    kept = t != ignore_index
+    if bool(xp.any(kept & ((t < 0) | (t >= vocab)))):
+        raise ValueError(f"a target is outside [0, {vocab}) and is not ignore_index ({ignore_index})")
+    lse, _ = logsumexp_reference(x)
+    at = xp.arange(rows)
+    picked = x[at, xp.where(kept, t, 0)]
+    s = float(label_smoothing)
+    with np.errstate(invalid="ignore", over="ignore"):
+        per_row = (1.0 - s) * (lse - picked) + z_loss * lse * lse
+        if s:
+            per_row = per_row + s * (lse - x.mean(axis=-1))
+        per_row = xp.where(kept, per_row, 0.0)
+        count = int(kept.sum())
+        if reduction == "none":
+            loss, scale = per_row, 1.0
+        elif reduction == "sum":
+            loss, scale = per_row.sum(), 1.0
+        else:
+            loss, scale = (per_row.sum() / count if count else xp.asarray(np.nan)), (1.0 / count if count else 0.0)
+        grad = xp.exp(x - lse[:, None]) * (1.0 + 2.0 * z_loss * lse[:, None]) - s / vocab
+        grad[at, xp.where(kept, t, 0)] -= xp.where(kept, 1.0 - s, 0.0)
+        grad = xp.where(kept[:, None], grad * scale, 0.0)
+    return {"loss": loss, "lse": lse, "grad": grad}
 
 
 def op_reference(x, op: str, dy=None, axis: int = -1):
