@@ -89,3 +89,18 @@ def test_nvml_reads_this_device_or_says_why_not():
         return
     sample = read()
     assert sample["sm_mhz"] > 0 and sample["mem_mhz"] > 0 and sample["power_w"] > 0
+
+
+def test_a_reading_that_fails_ends_the_sampling_and_keeps_the_samples():
+    calls = iter(range(3))
+
+    def read():
+        if next(calls, None) == 2:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        return {"sm_mhz": 1980}
+
+    with timing.ClockSampler(read, interval=0.001) as s, s.measuring():
+        deadline = time.perf_counter() + 2
+        while s._thread.is_alive() and time.perf_counter() < deadline:
+            time.sleep(0.002)
+    assert not s._thread.is_alive() and [x["sm_mhz"] for x in s.samples] == [1980, 1980]

@@ -86,7 +86,11 @@ class ClockSampler:
     def _run(self):
         t0 = time.perf_counter()
         while not self._stop.is_set():
-            self.samples.append({"t_s": time.perf_counter() - t0, "round": self.round, **self.read()})
+            try:
+                reading = self.read()
+            except Exception:  # NVML gave up mid-run (a reset, a lost device): the samples so far stand
+                return
+            self.samples.append({"t_s": time.perf_counter() - t0, "round": self.round, **reading})
             self._stop.wait(self.interval)
 
     def __enter__(self):
