@@ -22,6 +22,10 @@
 // Launch: 1-D grids of any size; work item w = (row, chunk) = (w / chunks,
 // w % chunks), chunk = `chunk_vecs` 16-byte vectors of the body; the scalar
 // head and tail belong to chunk 0.
+// Row statistics (softmax_lab.logsumexp), two launches: the forward's
+// partials, then multi_block_row_stats in place of the combine, which writes
+// each row's lse = m + log(s) and max m in float32.  Traffic: 1 read.
+
 #include "elements.cuh"
 
 #if SOFTMAX_BACKWARD
@@ -83,6 +87,34 @@ extern "C" __global__ void multi_block_combine(const MaxSum* __restrict__ partia
         for (i64 c = threadIdx.x; c < chunks; c += blockDim.x) acc = merge(acc, partials[row * chunks + c]);
         acc = block_merge(acc, scratch);
         if (threadIdx.x == 0) totals[row] = acc;
+    }
+}
+
+// One block per row: the row's (m, s) as multi_block_combine merges it, then
+// lse = m + log(s) and the max m, as torch.logsumexp and torch.amax give them:
+// NaN for a row that holds a NaN, +inf for one that holds +inf and no NaN,
+// -inf for a row of -inf (m = -inf, s = 0).  A NaN sum comes from a NaN
+// element or from +inf (inf - inf): only a row whose max is +inf is read
+// again, to tell them apart.
+extern "C" __global__ void multi_block_row_stats(const MaxSum* __restrict__ partials, const elem_t* __restrict__ x,
+                                                 i64 rows, i64 n, i64 ld_x, i64 chunks, float* __restrict__ lse,
+                                                 float* __restrict__ row_max) {
+    __shared__ MaxSum scratch[32];
+    const float pos_inf = __int_as_float(0x7f800000), nan = __int_as_float(0x7fffffff);
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
+        for (i64 c = threadIdx.x; c < chunks; c += blockDim.x) acc = merge(acc, partials[row * chunks + c]);
+        acc = block_merge(acc, scratch);
+        float l = acc.max + logf(acc.sum), m = acc.max;
+        if (acc.max == pos_inf) {  // every thread alike: the block takes this branch whole
+            const RowSpanOf<elem_t> r = row_span(x + row * ld_x, (elem_t*)nullptr, n);
+            int has_nan = 0;
+            for (i64 i = threadIdx.x; i < n && !has_nan; i += blockDim.x) has_nan = isnan(load_scalar(r, i));
+            l = m = __syncthreads_or(has_nan) ? nan : pos_inf;
+        } else if (isnan(acc.sum)) {
+            l = m = nan;
+        }
+        if (threadIdx.x == 0) lse[row] = l, row_max[row] = m;
     }
 }
 

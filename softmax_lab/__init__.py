@@ -4,6 +4,7 @@
     y = softmax_lab.softmax(x)                 # x: float32/float16 CuPy/torch/JAX GPU array, or torch bfloat16
     y = softmax_lab.log_softmax(x)
     dx = softmax_lab.softmax_backward(dy, y)   # and log_softmax_backward(dy, y); softmax_lab.torch: autograd
+    lse = softmax_lab.logsumexp(x)             # float32 row statistics in one read (return_max=True: and the max)
     softmax_lab.variants()                     # name -> kernel file, launch rule, traffic model
 """
 
@@ -11,6 +12,7 @@ from importlib import metadata as _metadata
 
 from .api import log_softmax, log_softmax_backward, softmax, softmax_backward
 from .device import NoDeviceError, device_info
+from .row_stats import logsumexp
 from .variants import CannotRun, Variant, choose, get_variant, variants
 
 try:
@@ -18,4 +20,4 @@ try:
 except _metadata.PackageNotFoundError:  # a source checkout on PYTHONPATH
     __version__ = "0.1.0+source"
 
-__all__ = ["__version__", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "variants", "get_variant", "choose", "Variant", "CannotRun", "device_info", "NoDeviceError"]
+__all__ = ["__version__", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "logsumexp", "variants", "get_variant", "choose", "Variant", "CannotRun", "device_info", "NoDeviceError"]

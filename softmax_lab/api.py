@@ -253,11 +253,11 @@ def _as_cupy(a, dtype: np.dtype) -> cupy.ndarray:
     return cupy.asarray(a)
 
 
-def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, axis: int, stream):
+def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, axis: int | None, stream):
     """(the result, its data pointer): a new array of shape `moved` (rows last), in
     the caller's type: a torch tensor from torch's allocator for a torch x (bfloat16
     included), otherwise a CuPy array from CuPy's pool on `stream`; seen with the
-    rows moved back to `axis`."""
+    rows moved back to `axis` (None: as it is, for a result of one value per row)."""
     if torch_tensor:
         import torch
 
@@ -268,10 +268,10 @@ def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, 
             on_stream = torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr, device=torch.device("cuda", device)))
         with on_stream:
             y = torch.empty(moved, dtype=getattr(torch, DTYPE_NAMES[dtype]), device=f"cuda:{device}")
-        return y.movedim(-1, axis), y.data_ptr()
+        return (y if axis is None else y.movedim(-1, axis)), y.data_ptr()
     with stream:
         y = cupy.empty(moved, dtype=_storage(dtype))
-    return cupy.moveaxis(y, -1, axis), y.data.ptr
+    return (y if axis is None else cupy.moveaxis(y, -1, axis)), y.data.ptr
 
 
 def _check_like(xv: ArrayView, gv: ArrayView | None, ov: ArrayView | None, name: str = "x") -> None:

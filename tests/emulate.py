@@ -55,7 +55,7 @@ def merge(a, b):
     """common.cuh merge() on arrays of pairs ((max, sum) as two arrays)."""
     m = np.fmax(a[0], b[0]).astype(F32)
     base = exp_base(m)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         return m, (a[1] * exp_approx(a[0] - base) + b[1] * exp_approx(b[0] - base)).astype(F32)
 
 
@@ -204,7 +204,8 @@ def two_pass(row, misalign=0, threads=64, vec=4, op="softmax"):
     return write(row, m, s, op)
 
 
-def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
+def multi_block_totals(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
+    """multi_block_partials then the combine's merge: the row's (m, s)."""
     body, scalars = split(row, misalign, vec)
     chunks = max(1, -(-len(body) // chunk_vecs))
     partials = []
@@ -212,8 +213,23 @@ def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
         part = body[c * chunk_vecs : (c + 1) * chunk_vecs]
         partials.append(block_merge(*online_threads(part, scalars if c == 0 else scalars[:0], threads,
                                                     op == "log_softmax")))
-    m, s = merge_all(partials)
-    return write(row, m, s, op)
+    return merge_all(partials)
+
+
+def multi_block(row, misalign=0, threads=64, chunk_vecs=8, vec=4, op="softmax"):
+    return write(row, *multi_block_totals(row, misalign, threads, chunk_vecs, vec, op), op)
+
+
+def multi_block_row_stats(row, misalign=0, threads=64, chunk_vecs=8, vec=4):
+    """multi_block_row_stats: (lse, max) from the row's (m, s), NaN and +inf told apart
+    by a second look at a row whose max is +inf."""
+    m, s = multi_block_totals(row, misalign, threads, chunk_vecs, vec)
+    if m == F32(np.inf):
+        return (F32(np.nan),) * 2 if np.isnan(row).any() else (F32(np.inf),) * 2
+    if np.isnan(s):
+        return F32(np.nan), F32(np.nan)
+    with np.errstate(divide="ignore"):
+        return F32(m + np.log(s)), F32(m)
 
 
 def multi_block_l2(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax", exp_shift=0.0, runs=1):

@@ -9,6 +9,7 @@ been read by then.  Backward ops: the same passes on one float (the dot) per chu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cupy
@@ -74,6 +75,49 @@ def multi_block_launch(shape: Shape, dev: DeviceInfo, plan: MultiBlockPlan) -> L
                        stream=stream)
             combine_k(row_grid, (256,), (partials, rows, n_chunks, totals), stream=stream)
             write_k(item_grid, block, (ptr(x), ptr(y), rows, cols, ld_x, ld_y, n_chunk_vecs, n_chunks, totals),
+                    stream=stream)
+
+    return launch
+
+
+# Row statistics (softmax_lab.logsumexp): multi_block's partials, then a merge that writes
+# each row's lse and max: one read of x.  A read-only pass needs enough blocks to fill the
+# GPU; where the rows alone do not give every SM ROW_STATS_BLOCKS_PER_SM of them, the
+# chunks shrink (down to one vector per thread) so that a few long rows still spread.
+ROW_STATS_BLOCKS_PER_SM = 4  # blocks of MultiBlockPlan.threads (512): 2048 threads, a Hopper SM's most
+
+
+def row_stats_plan(shape: Shape, dev: DeviceInfo) -> MultiBlockPlan:
+    """The chunks of the partials' pass for rows of `shape` on `dev`."""
+    threads, longest = MultiBlockPlan.threads, MultiBlockPlan.chunk_vecs
+    vecs = max(1, shape.cols * shape.itemsize // VECTOR_BYTES)
+    chunks_wanted = -(-dev.sm_count * ROW_STATS_BLOCKS_PER_SM // shape.rows)
+    chunk = -(-(-(-vecs // chunks_wanted)) // 32) * 32  # whole warps' worth of vectors
+    return MultiBlockPlan(chunk_vecs=min(longest, max(threads, chunk)), threads=threads)
+
+
+RowStatsLauncher = Callable[[int, int, int, cupy.cuda.Stream], None]  # (x, lse, max, stream)
+
+
+def row_stats_launch(shape: Shape, dev: DeviceInfo, plan: MultiBlockPlan) -> RowStatsLauncher:
+    """launcher(x_ptr, lse_ptr, max_ptr, stream): float32 lse and max of each row of x, at
+    lse_ptr and max_ptr (rows consecutive floats each); max_ptr 0 where the max is not wanted."""
+    defines = kernel_defines(shape.dtype, "softmax")
+    get = lambda entry: loader.get_kernel("multi_block.cu", entry, defines, device_id=dev.id).kernel
+    partials_k, stats_k = get("multi_block_partials"), get("multi_block_row_stats")
+    chunks = plan.chunks(shape)
+    items = shape.rows * chunks
+    item_grid, row_grid = (min(items, MULTI_BLOCK_MAX_GRID),), (min(shape.rows, MULTI_BLOCK_MAX_GRID),)
+    rows, cols, ld_x = np.int64(shape.rows), np.int64(shape.cols), np.int64(shape.ld_x)
+    n_chunk_vecs, n_chunks = np.int64(plan.chunk_vecs), np.int64(chunks)
+
+    def launch(x: int, lse: int, row_max: int, stream) -> None:
+        with CallMemory(stream) as memory:
+            partials = memory.empty((items, 2), cupy.float32)
+            max_out = ptr(row_max) if row_max else memory.empty(shape.rows, cupy.float32)
+            partials_k(item_grid, (plan.threads,), (ptr(x), rows, cols, ld_x, n_chunk_vecs, n_chunks, partials),
+                       stream=stream)
+            stats_k(row_grid, (256,), (partials, ptr(x), rows, cols, ld_x, n_chunks, ptr(lse), max_out),
                     stream=stream)
 
     return launch
