@@ -4,7 +4,8 @@ The building block of a loss over a vocabulary (lse is what cross-entropy
 subtracts the target's logit from) and what samplers and vocabulary-sharded code
 merge across devices.  The kernels are multi_block's partials and a merge that
 writes each row's lse and max (kernels/multi_block.cu, multi_block_row_stats;
-the plan: variants/multi_block.py, row_stats_plan).
+the plan: variants/multi_block.py, row_stats_plan; its figures:
+notes/TUNING.md#row-statistics).
 """
 
 from __future__ import annotations
