@@ -393,15 +393,23 @@ def _finish(doc: dict, args, table=report.format_document, failures=records.fail
 OWN_TABLES = {"profile": ("measured traffic", prof.format_profile), "context": ("times in context", ctx.format_context)}
 
 
+def _documents(paths, command: str):
+    """(path, document) for each path, in order; (path, None) for a file that cannot be read
+    as one, named in one line on stderr."""
+    for path in paths:
+        try:
+            yield path, _load_any(path)
+        except (OSError, ValueError) as e:
+            print(f"softmax-lab {command}: {' '.join(str(e).split())}", file=sys.stderr)
+            yield path, None
+
+
 def _report(args) -> int:
     """The tables of each file plot takes; a file that cannot be read is named in one
     line, the others are printed all the same."""
     status = EXIT_OK
-    for i, path in enumerate(args.results):
-        try:
-            doc = _load_any(path)
-        except (OSError, ValueError) as e:
-            print(f"softmax-lab report: {' '.join(str(e).split())}", file=sys.stderr)
+    for i, (path, doc) in enumerate(_documents(args.results, "report")):
+        if doc is None:
             status = EXIT_USAGE
             continue
         if i:
@@ -430,11 +438,8 @@ def _plot(args) -> int:
             return EXIT_USAGE
         # The bench figures look a run up by shape, dtype and op: the runs of every profile, in order.
         profile_doc = {**profiles[0], "runs": [run for doc in profiles for run in doc["runs"]]}
-    for path in args.results:
-        try:
-            doc = _load_any(path)
-        except (OSError, ValueError) as e:
-            print(f"softmax-lab plot: {' '.join(str(e).split())}", file=sys.stderr)
+    for path, doc in _documents(args.results, "plot"):
+        if doc is None:
             status = EXIT_USAGE
             continue
         suffix = plots.file_suffix(path.stem, doc["kind"])

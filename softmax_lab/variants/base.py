@@ -136,6 +136,16 @@ def cluster_launcher(source: str, plan, shape: Shape, dev: DeviceInfo, name: str
                                shape.backward, plan.smem_bytes)
 
 
+class HeldRowPlan:
+    """What a plan that holds each row on chip across a cluster of blocks (cluster_row,
+    single_read: their dataclasses' fields cluster, threads and vpt) knows of its size."""
+
+    @property
+    def capacity_vecs(self) -> int:
+        """16-byte vectors of a row (of each array) the plan holds."""
+        return self.cluster * self.threads * self.vpt
+
+
 def _any_length(dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> float:
     return math.inf
 

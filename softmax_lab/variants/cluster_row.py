@@ -26,6 +26,7 @@ from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, ITEMSIZE, Shape
 from .base import (
     DEVICE_REFUSALS,
     CannotRun,
+    HeldRowPlan,
     Launcher,
     Variant,
     cluster_kernel,
@@ -60,7 +61,7 @@ MAX_BLOCKS_PER_SM = 8
 
 
 @dataclass(frozen=True)
-class RowClusterPlan:
+class RowClusterPlan(HeldRowPlan):
     cluster: int  # thread blocks per row (a power of two, at most 16)
     threads: int
     vpt: int  # 16-byte vectors per thread (of each array)
@@ -72,10 +73,6 @@ class RowClusterPlan:
         check_cluster_and_threads(self.cluster, self.threads)
         if min(self.vpt, self.blocks_per_sm) < 1:
             raise ValueError(f"vpt and blocks_per_sm must be positive: {self}")
-
-    @property
-    def capacity_vecs(self) -> int:
-        return self.cluster * self.threads * self.vpt
 
     @property
     def cluster_dims(self) -> int:

@@ -48,6 +48,7 @@ from . import warp_rows
 from .base import (
     DEVICE_REFUSALS,
     CannotRun,
+    HeldRowPlan,
     Launcher,
     Variant,
     cluster_kernel,
@@ -118,7 +119,7 @@ Y_DIRECT_MIN_CLUSTER = 2
 
 
 @dataclass(frozen=True)
-class ClusterConfig:
+class ClusterConfig(HeldRowPlan):
     cluster: int  # thread blocks per row (a power of two, at most 16)
     threads: int  # a multiple of 32, at most 1024
     vpt: int  # 16-byte vectors per thread (held in registers)
@@ -151,11 +152,6 @@ class ClusterConfig:
         if _registers_needed(self.vpt, self.cluster, ITEMSIZE, self.arrays, self.wide) > \
                 register_budget(self.threads, self.blocks_per_sm):
             raise ValueError(f"{self}: {self.vpt} vectors per thread exceed the register budget")
-
-    @property
-    def capacity_vecs(self) -> int:
-        """16-byte vectors of a row (of each array) the configuration holds."""
-        return self.cluster * self.threads * self.vpt
 
     @property
     def cluster_dims(self) -> int:
