@@ -92,7 +92,8 @@ def row_stats_plan(shape: Shape, dev: DeviceInfo) -> MultiBlockPlan:
     threads, longest = MultiBlockPlan.threads, MultiBlockPlan.chunk_vecs
     vecs = max(1, shape.cols * shape.itemsize // VECTOR_BYTES)
     chunks_wanted = -(-dev.sm_count * ROW_STATS_BLOCKS_PER_SM // shape.rows)
-    chunk = -(-(-(-vecs // chunks_wanted)) // 32) * 32  # whole warps' worth of vectors
+    per_chunk = -(-vecs // chunks_wanted)
+    chunk = -(-per_chunk // 32) * 32  # whole warps' worth of vectors
     return MultiBlockPlan(chunk_vecs=min(longest, max(threads, chunk)), threads=threads)
 
 
