@@ -286,8 +286,7 @@ def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_
                     else None)
     hosts = [c for cs in chosen.values() for c in cs if c.kind == "host"]
     runs = []
-    device = {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
-              "l2_bytes": dev.l2_bytes}
+    device = records.device_record(dev)
 
     sampler, clock_method = None, {}
     if clocks:

@@ -23,6 +23,7 @@ context_schema.json.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -165,14 +166,15 @@ def run_context(m: int = GEMM[0], k: int = GEMM[1], n: int = GEMM[2], *, dtype: 
             interleave(gemm, calls, 1, timer)
         block = timer.finish([timer.start(gemm) for _ in range(GEMM_BLOCK)])
         read, clock_reason = nvml_reader(dev.id)
-        sampler = ClockSampler(read or dict)
+        sampler = ClockSampler(read) if read is not None else None  # None: method.clocks says why
 
         def on_round(r):
-            sampler.round = r
+            if sampler is not None:
+                sampler.round = r
             if progress is not None:
                 progress(r, rounds)
 
-        with sampler:
+        with sampler or contextlib.nullcontext():
             times = interleave(gemm, calls, rounds, timer, on_round)
         gemm()  # the logits the checks read
         idx = bench.check_rows(m, seed=seed)
@@ -189,8 +191,7 @@ def run_context(m: int = GEMM[0], k: int = GEMM[1], n: int = GEMM[2], *, dtype: 
                 recorded[name] = _record(c, "failed", f"check failed on a GEMM's logits: relative error "
                                                       f"{check['relative_error']}, row invariant error "
                                                       f"{check['row_sum_error']} (null: NaN or infinite)", check)
-    device = {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
-              "l2_bytes": dev.l2_bytes}
+    device = records.device_record(dev)
     method = {
         "gemm": {"m": m, "k": k, "n": n, "dtype": dtype, "flop": 2 * m * k * n,
                  "call": "torch.matmul(a, b, out=logits): a standard normal, b standard normal / sqrt(k)"},
@@ -209,7 +210,7 @@ def run_context(m: int = GEMM[0], k: int = GEMM[1], n: int = GEMM[2], *, dtype: 
     doc["schema"] = SCHEMA
     doc["gemm_block_ms"] = list(block)
     doc["candidates"] = [recorded[c.name] for c in chosen]  # in the catalogue's order
-    doc["clocks"] = sampler.summary() if read is not None else None
+    doc["clocks"] = sampler.summary() if sampler is not None else None
     return doc
 
 

@@ -193,8 +193,7 @@ def run_profile(shapes, names=None, *, ncu: str = "ncu", calls: int = CALLS, pro
             runs.append({"shape": [rows, cols], "dtype": dtype, "op": op, "data_bytes": rows * cols * itemsize,
                          "candidates": recs})
     torch, _ = cat.torch_status()
-    device = {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
-              "l2_bytes": dev.l2_bytes}
+    device = records.device_record(dev)
     doc = records.make_document("profile", runs, device, bench.versions(torch),
                                 {"calls": calls, "metrics": list(METRICS), "tool": _ncu_version(exe),
                                  "command": " ".join(ncu_command("ncu", "NAME", 0, 0, calls, Path("RESULT"))),

@@ -78,6 +78,12 @@ def make_run(rows: int, cols: int, records: list[dict], l2_bytes: int, group: st
             "l2_multiple": data_bytes / l2_bytes, "copy": ceiling, "candidates": records}
 
 
+def device_record(dev) -> dict:
+    """What a document records of the device it ran on (a DeviceInfo)."""
+    return {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
+            "l2_bytes": dev.l2_bytes}
+
+
 def make_document(kind: str, runs: list[dict], device: dict, versions: dict, method: dict,
                   command: str | None = None, created: str | None = None) -> dict:
     return {
