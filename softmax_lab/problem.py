@@ -1,6 +1,6 @@
 """The problem every variant solves: `rows` rows of `cols` elements of one dtype, one op.
 
-The dtypes and ops are listed here and nowhere else."""
+The dtypes, ops and reductions are listed here and nowhere else."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}  # name -> element size in 
 OPS = ("softmax", "log_softmax")  # the forward ops
 BACKWARD_OPS = ("softmax_backward", "log_softmax_backward")  # dx from (y, dy): see Shape
 ALL_OPS = OPS + BACKWARD_OPS
+REDUCTIONS = ("mean", "sum", "none")  # of a loss over rows (softmax_lab.cross_entropy), as torch's
 
 
 def kernel_defines(dtype: str = "float32", op: str = "softmax") -> dict[str, int]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .problem import REDUCTIONS
+
 
 def softmax_reference(x, axis: int = -1):
     """softmax in float64 with torch's special values: -inf gives 0; a row of all
@@ -56,9 +58,6 @@ def logsumexp_reference(x, axis: int = -1):
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         lse = shift + xp.log(xp.sum(xp.exp(x - shift), axis=axis, keepdims=True))
     return xp.squeeze(lse, axis), xp.squeeze(m, axis)
-
-
-REDUCTIONS = ("mean", "sum", "none")
 
 
 def cross_entropy_reference(logits, target, *, ignore_index: int = -100, reduction: str = "mean",

@@ -30,6 +30,8 @@ from __future__ import annotations
 import torch
 
 from . import api
+from .cross_entropy import cross_entropy as cross_entropy_of
+from .cross_entropy import loss_options
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -176,3 +178,68 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, dim: int = -1, *,
                          out: torch.Tensor | None = None) -> torch.Tensor:
     """dx = dy - exp(y) * sum(dy) along dim, y = log_softmax(x) (torch._log_softmax_backward_data)."""
     return _backward("log_softmax", dy, y, dim, out)
+
+
+# ------------------------------------------------------------------ cross-entropy
+@torch.library.custom_op("softmax_lab::cross_entropy", mutates_args=())
+def _cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, reduction: str,
+                   label_smoothing: float, z_loss: float, with_grad: bool
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss, lse, the gradient of the loss for an incoming 1, or an empty tensor)."""
+    grad = torch.empty_like(logits, memory_format=torch.contiguous_format) if with_grad else logits.new_empty(0)
+    loss, lse = cross_entropy_of(logits, target, ignore_index=ignore_index, reduction=reduction,
+                                 label_smoothing=label_smoothing, z_loss=z_loss, return_lse=True,
+                                 grad_out=grad if with_grad else None)
+    return loss, lse, grad
+
+
+@_cross_entropy.register_fake
+def _(logits, target, ignore_index, reduction, label_smoothing, z_loss, with_grad):
+    loss_options(ignore_index, reduction, label_smoothing, z_loss)  # its errors while tracing too
+    if logits.dim() != 2:
+        raise ValueError(f"logits must be 2-D (rows, vocab); got shape {tuple(logits.shape)}")
+    rows = logits.shape[0]
+    loss = logits.new_empty((rows,) if reduction == "none" else (), dtype=torch.float32)
+    grad = torch.empty_like(logits, memory_format=torch.contiguous_format) if with_grad else logits.new_empty(0)
+    return loss, logits.new_empty((rows,), dtype=torch.float32), grad
+
+
+def _keep_gradient(ctx, inputs, output) -> None:
+    ctx.reduction, ctx.with_grad = inputs[3], inputs[6]
+    ctx.save_for_backward(output[2])
+    ctx.mark_non_differentiable(output[1], output[2])
+
+
+def _scale_gradient(ctx, dloss, dlse, dgrad):
+    (grad,) = ctx.saved_tensors
+    if not ctx.with_grad:
+        raise RuntimeError("softmax_lab.torch.cross_entropy: the forward ran without the gradient "
+                           "(logits did not require grad), so there is none to give")
+    # A 0-d float32 scale keeps the product in the logits' dtype (float32 math inside); a
+    # loss per row scales each row.
+    scale = dloss[:, None].to(grad.dtype) if ctx.reduction == "none" else dloss
+    return grad * scale, None, None, None, None, None, None
+
+
+torch.library.register_autograd("softmax_lab::cross_entropy", _scale_gradient, setup_context=_keep_gradient)
+
+
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0, z_loss: float = 0.0,
+                  return_lse: bool = False):
+    """torch.nn.functional.cross_entropy(logits, target, ...) by softmax_lab, differentiable
+    in the logits: the forward computes the loss and, where the logits require grad, its
+    gradient in the same call (softmax_lab.cross_entropy); the backward only scales that
+    gradient by the incoming one (one pass over it, in the logits' dtype).
+
+    logits: (rows, vocab) float32, float16 or bfloat16; target: (rows,) int64 or int32.
+    The loss is float32 whatever the logits' dtype (torch's is the logits' dtype), and
+    z_loss adds z_loss * lse^2 to each row not ignored (Liger's z-loss).  With return_lse,
+    (loss, lse), lse float32 and not differentiable.  A target outside [0, vocab) that is
+    not ignore_index gives a NaN loss for its row: softmax_lab.cross_entropy says why.
+    Runs on torch's current stream; torch.compile and CUDA graphs take it whole (a
+    torch.library custom op)."""
+    with_grad = logits.requires_grad and torch.is_grad_enabled()
+    loss, lse, _ = _cross_entropy(logits, target, int(ignore_index), reduction, float(label_smoothing),
+                                  float(z_loss), with_grad)
+    return (loss, lse) if return_lse else loss

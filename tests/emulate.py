@@ -232,6 +232,31 @@ def multi_block_row_stats(row, misalign=0, threads=64, chunk_vecs=8, vec=4):
         return F32(m + np.log(s)), F32(m)
 
 
+def cross_entropy_row(row, target, misalign=0, threads=64, chunk_vecs=8, vec=4, ignore_index=-100,
+                      smoothing=0.0, z_loss=0.0, scale=1.0):
+    """cross_entropy.cu for one row: the row's (m, s) as multi_block's partials and merge
+    give them, its sum of x, then cross_entropy_rows' loss and coefficients and
+    cross_entropy_grad's output.  Returns (loss, lse, gradient), float32."""
+    m, s = multi_block_totals(row, misalign, threads, chunk_vecs, vec)
+    total = F32(np.sum(row, dtype=F32))
+    n = len(row)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lse = F32(m + np.log(s))
+        if target == ignore_index:
+            return F32(0), lse, np.zeros(n, F32)
+        if not 0 <= target < n:
+            return F32(np.nan), lse, np.full(n, np.nan, F32)
+        xt, k, e = row[target], F32(scale), F32(smoothing)
+        loss = F32((F32(1) - e) * (lse - xt) + F32(z_loss) * lse * lse)
+        if e:
+            loss = F32(loss + e * (lse - total / F32(n)))
+        a = F32(k * (F32(1) + F32(2) * F32(z_loss) * lse) / s)
+        b = F32(k * e / F32(n))
+        grad = (a * exp_approx(row - m) - b).astype(F32)
+        grad[target] = F32(a * exp_approx(xt - m) - b - k * (F32(1) - e))
+    return loss, lse, grad
+
+
 def multi_block_l2(row, misalign=0, threads=32, vpt=2, vec=4, op="softmax", exp_shift=0.0, runs=1):
     """multi_block_l2.cu: chunks of threads x vpt vectors (the scalars in chunk 0),
     each thread's max then sum, each block's (max, sum) published; thread t

@@ -116,6 +116,11 @@ def _builds():
                 yield pytest.param("multi_block_smem.cu", "sm_90", defines,
                                    id=f"multi_block_smem-{threads}x{vpt}x{slots}x{per_sm}{'-split' * split}"
                                       f"{'-early' * early}{'-companions' * (held is not None)}-{dtype}-{op}")
+    for dtype in DTYPES:  # softmax_lab.cross_entropy's kernels, for both widths of target
+        for target_bytes in (4, 8):
+            for arch in ("sm_80", "sm_90"):
+                yield pytest.param("cross_entropy.cu", arch, kernel_defines(dtype) | {"XENT_TARGET_BYTES": target_bytes},
+                                   id=f"cross_entropy-{dtype}-int{8 * target_bytes}-{arch}")
     for plan, dtype, op in _cluster_row_plans():
         yield pytest.param("cluster_row.cu", "sm_90", plan.defines() | kernel_defines(dtype, op),
                            id=f"cluster_row-{plan.label()}-{dtype}-{op}")

@@ -1,0 +1,191 @@
+// cross_entropy.cu: the cross-entropy loss of rows of logits, and its gradient
+// in the same launch sequence, with the row split over blocks as in multi_block.
+//
+//   cross_entropy_count:    one block: the rows whose target is not
+//                           ignore_index, and the gradient's scale (1 / that
+//                           count for a mean, else 1)                  (tiny)
+//   cross_entropy_partials: block (row, c) computes the online (m, s) and
+//                           the plain sum of chunk c of the row        (read x)
+//   cross_entropy_rows:     one block per row merges the row's partials in a
+//                           fixed order: lse = m + log(s), the row's loss, and
+//                           the coefficients of its gradient           (tiny)
+//   cross_entropy_grad:     block (row, c) writes chunk c of the gradient
+//                           (read x, write dx; dx may be x itself)
+//   cross_entropy_total:    one block: the loss summed over the rows in a
+//                           fixed order, divided by the count for a mean (tiny)
+//
+// A row's loss, for target t, smoothing e, z-loss coefficient z, V = n:
+//   (1 - e) (lse - x_t) + e (lse - sum(x) / V) + z lse^2
+// and its gradient, scaled by 1 / count for a mean (else 1):
+//   dx_j = (1 + 2 z lse) e^(x_j - lse) - e / V - (1 - e) [j == t]
+// A row whose target is ignore_index has loss 0 and gradient 0.  A target
+// outside [0, V) that is not ignore_index gives that row a NaN loss and a NaN
+// gradient (never a read outside the row).  Special values follow
+// torch.nn.functional.cross_entropy: a row of -inf, or holding +inf or NaN,
+// gives NaN.
+// Traffic: 1 read of x for the loss alone; with the gradient, 2 reads and 1
+// write.  No atomics: every result is bitwise the same on every run.
+// Targets are int64 (XENT_TARGET_BYTES 8) or int32 (4), `ld_t` elements apart.
+
+#include "elements.cuh"
+
+#ifndef XENT_TARGET_BYTES
+#define XENT_TARGET_BYTES 8
+#endif
+static_assert(XENT_TARGET_BYTES == 4 || XENT_TARGET_BYTES == 8, "XENT_TARGET_BYTES: 4 int32, 8 int64");
+#if XENT_TARGET_BYTES == 4
+typedef int target_t;
+#else
+typedef long long target_t;
+#endif
+
+struct ChunkStats {  // a chunk's online (max, sum of e^(x - max)) and its plain sum of x
+    float max;
+    float sum;
+    float total;
+};
+
+struct RowGrad {  // dx = a e^(x - m) - b, and at the target target_dx
+    float m;
+    float a;
+    float b;
+    float target_dx;
+};
+
+__device__ __forceinline__ bool in_row(i64 t, i64 n) { return t >= 0 && t < n; }
+
+extern "C" __global__ void cross_entropy_count(const target_t* __restrict__ target, i64 rows, i64 ld_t,
+                                               i64 ignore_index, int mean, float* __restrict__ scale) {
+    __shared__ float scratch[32];
+    float kept = 0.f;  // exact up to 2^24 rows
+    for (i64 row = threadIdx.x; row < rows; row += blockDim.x) kept += (i64)target[row * ld_t] != ignore_index;
+    kept = block_sum(kept, scratch);
+    if (threadIdx.x == 0) scale[0] = mean ? 1.f / kept : 1.f, scale[1] = kept;
+}
+
+extern "C" __global__ void cross_entropy_partials(const elem_t* __restrict__ x, i64 rows, i64 n, i64 ld_x,
+                                                  i64 chunk_vecs, i64 chunks, ChunkStats* __restrict__ partials) {
+    __shared__ MaxSum scratch[32];
+    __shared__ float totals[32];
+    for (i64 w = blockIdx.x; w < rows * chunks; w += gridDim.x) {
+        const i64 row = w / chunks, c = w % chunks;
+        const RowSpanOf<elem_t> r = row_span(x + row * ld_x, (elem_t*)nullptr, n);
+        const i64 v0 = c * chunk_vecs, v1 = min(v0 + chunk_vecs, r.vecs);
+        MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
+        float total = 0.f;
+        const auto in = body_in(r);
+        for (i64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) {
+            const auto vec = load_vec(in, v);
+            online_add_vec(acc, vec);
+            total += vec_sum(vec);
+        }
+        if (c == 0) {
+            for (i64 k = threadIdx.x; k < scalar_count(r); k += blockDim.x) {
+                const float s = load_scalar(r, scalar_index(r, k));
+                online_add1(acc, s);
+                total += s;
+            }
+        }
+        acc = block_merge(acc, scratch);
+        total = block_sum(total, totals);
+        if (threadIdx.x == 0) partials[w] = {acc.max, acc.sum, total};
+    }
+}
+
+extern "C" __global__ void cross_entropy_rows(const ChunkStats* __restrict__ partials, const elem_t* __restrict__ x,
+                                              const target_t* __restrict__ target, i64 rows, i64 n, i64 ld_x,
+                                              i64 ld_t, i64 chunks, i64 ignore_index, float smoothing, float z_loss,
+                                              const float* __restrict__ scale, float* __restrict__ loss,
+                                              float* __restrict__ lse_out, RowGrad* __restrict__ grad) {
+    __shared__ MaxSum scratch[32];
+    __shared__ float totals[32];
+    const float nan = __int_as_float(0x7fffffff);
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
+        float total = 0.f;
+        for (i64 c = threadIdx.x; c < chunks; c += blockDim.x) {
+            const ChunkStats p = partials[row * chunks + c];
+            acc = merge(acc, {p.max, p.sum});
+            total += p.total;
+        }
+        acc = block_merge(acc, scratch);
+        total = block_sum(total, totals);
+        if (threadIdx.x != 0) continue;
+        const float lse = acc.max + logf(acc.sum);
+        const i64 t = (i64)target[row * ld_t];
+        const float k = scale ? scale[0] : 1.f;
+        RowGrad g = {acc.max, 0.f, 0.f, 0.f};
+        float l = 0.f;
+        if (t != ignore_index) {
+            if (in_row(t, n)) {
+                const float xt = to_float(x[row * ld_x + t]);
+                l = (1.f - smoothing) * (lse - xt) + z_loss * lse * lse;
+                if (smoothing != 0.f) l += smoothing * (lse - total / (float)n);
+                g.a = k * (1.f + 2.f * z_loss * lse) / acc.sum;
+                g.b = k * smoothing / (float)n;
+                g.target_dx = g.a * exp_approx(xt - acc.max) - g.b - k * (1.f - smoothing);
+            } else {
+                l = g.a = nan;
+            }
+        }
+        loss[row] = l;
+        if (lse_out) lse_out[row] = lse;
+        if (grad) grad[row] = g;
+    }
+}
+
+struct GradOutput {
+    float m;
+    float a;
+    float b;
+    __device__ __forceinline__ float operator()(float x) const { return a * exp_approx(x - m) - b; }
+    __device__ __forceinline__ float4 operator()(float4 v) const {
+        return make_float4((*this)(v.x), (*this)(v.y), (*this)(v.z), (*this)(v.w));
+    }
+    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const { return map8(*this, f); }
+};
+
+struct Zeros {
+    __device__ __forceinline__ float operator()(float) const { return 0.f; }
+    __device__ __forceinline__ float4 operator()(float4) const { return make_float4(0.f, 0.f, 0.f, 0.f); }
+    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const { return map8(*this, f); }
+};
+
+// The chunk of a row that holds element t: chunk 0 holds the scalar head and tail.
+template <typename T>
+__device__ __forceinline__ i64 chunk_of(const RowSpanOf<T>& r, i64 t, i64 chunk_vecs) {
+    const i64 v = (t - r.head) / RowSpanOf<T>::VEC;
+    return t < r.head || v >= r.vecs ? 0 : v / chunk_vecs;
+}
+
+extern "C" __global__ void cross_entropy_grad(const elem_t* x, elem_t* dx, const target_t* __restrict__ target,
+                                              i64 rows, i64 n, i64 ld_x, i64 ld_dx, i64 ld_t, i64 chunk_vecs,
+                                              i64 chunks, i64 ignore_index, const RowGrad* __restrict__ grad) {
+    for (i64 w = blockIdx.x; w < rows * chunks; w += gridDim.x) {
+        const i64 row = w / chunks, c = w % chunks;
+        const RowSpanOf<elem_t> r = row_span(x + row * ld_x, dx + row * ld_dx, n);
+        const i64 v0 = c * chunk_vecs, v1 = min(v0 + chunk_vecs, r.vecs);
+        const i64 t = (i64)target[row * ld_t];
+        const RowGrad g = grad[row];
+        if (t == ignore_index) {
+            write_span(r, v0, v1, c == 0, Zeros{});
+        } else {
+            write_span(r, v0, v1, c == 0, GradOutput{g.m, g.a, g.b});
+            // The target's element: written over once the block's stores are done (dx may be x,
+            // whose x_t cross_entropy_rows has read).
+            if (in_row(t, n) && chunk_of(r, t, chunk_vecs) == c) {
+                __syncthreads();
+                if (threadIdx.x == 0) dx[row * ld_dx + t] = from_float<elem_t>(g.target_dx);
+            }
+        }
+    }
+}
+
+extern "C" __global__ void cross_entropy_total(const float* __restrict__ loss, i64 rows,
+                                               const float* __restrict__ count, float* __restrict__ out) {
+    __shared__ float scratch[32];
+    float acc = 0.f;
+    for (i64 row = threadIdx.x; row < rows; row += blockDim.x) acc += loss[row];
+    acc = block_sum(acc, scratch);
+    if (threadIdx.x == 0) out[0] = count ? acc / count[1] : acc;
+}

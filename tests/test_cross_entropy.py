@@ -1,0 +1,516 @@
+"""softmax_lab.cross_entropy: its validation (no GPU), the kernels' algorithm emulated
+against the float64 reference, and on a GPU the kernels themselves against float64 and
+torch, through softmax_lab.torch's autograd function, captured graphs and the sanitizer."""
+
+import textwrap
+
+import numpy as np
+import pytest
+from emulate import cross_entropy_row
+from sanitizer import run_sanitized
+
+import softmax_lab
+from softmax_lab.problem import DTYPES
+from softmax_lab.reference import cross_entropy_reference
+
+
+class FakeGpuArray:
+    """A __cuda_array_interface__ and no memory: for the checks made before any device."""
+
+    def __init__(self, shape, typestr="<f4"):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (1 << 30, False), "version": 3}
+
+
+LOGITS = FakeGpuArray((4, 50))
+TARGET = FakeGpuArray((4,), "<i8")
+
+
+# ------------------------------------------------------------------ no GPU
+@pytest.mark.parametrize("logits, target, match", [
+    (np.ones((2, 3), np.float32), TARGET, "CuPy array"),
+    (FakeGpuArray((4, 50), "<i4"), TARGET, "int32"),
+    (LOGITS, np.zeros(4, np.int64), "GPU array of integers"),
+    (LOGITS, FakeGpuArray((4,), "<f4"), "int64 and int32"),
+    (LOGITS, FakeGpuArray((4,), "<i2"), "int64 and int32"),
+])
+def test_what_is_not_a_gpu_array_of_the_right_dtype_is_a_type_error(logits, target, match):
+    with pytest.raises(TypeError, match=match):
+        softmax_lab.cross_entropy(logits, target)
+
+
+@pytest.mark.parametrize("logits, target, grad_out, error, match", [
+    (FakeGpuArray((50,)), TARGET, None, ValueError, "2-D"),
+    (FakeGpuArray((4, 5, 6)), TARGET, None, ValueError, "2-D"),
+    (FakeGpuArray((4, 0)), TARGET, None, ValueError, "vocab of 0"),
+    (LOGITS, FakeGpuArray((5,), "<i8"), None, ValueError, "one per row"),
+    (LOGITS, FakeGpuArray((4, 1), "<i8"), None, ValueError, "one per row"),
+    (LOGITS, TARGET, FakeGpuArray((4, 51)), ValueError, "expected"),
+    (LOGITS, TARGET, FakeGpuArray((4, 50), "<f2"), TypeError, "like the logits"),
+])
+def test_mismatched_shapes_and_dtypes_are_refused_before_any_launch(logits, target, grad_out, error, match):
+    with pytest.raises(error, match=match):
+        softmax_lab.cross_entropy(logits, target, grad_out=grad_out)
+
+
+@pytest.mark.parametrize("keywords, match", [
+    ({"reduction": "avg"}, "reduction"),
+    ({"reduction": None}, "reduction"),
+    ({"label_smoothing": -0.1}, "label_smoothing"),
+    ({"label_smoothing": 1.5}, "label_smoothing"),
+    ({"label_smoothing": float("nan")}, "label_smoothing"),
+    ({"label_smoothing": "0.1"}, "label_smoothing"),
+    ({"z_loss": -1e-4}, "z_loss"),
+    ({"z_loss": float("inf")}, "z_loss"),
+    ({"ignore_index": 1.5}, "ignore_index"),
+    ({"ignore_index": True}, "ignore_index"),
+    ({"ignore_index": 1 << 64}, "64 bits"),
+])
+def test_bad_options_are_value_errors(keywords, match):
+    with pytest.raises(ValueError, match=match):
+        softmax_lab.cross_entropy(LOGITS, TARGET, **keywords)
+
+
+def test_a_misaligned_target_is_refused():
+    t = FakeGpuArray((4,), "<i8")
+    t.__cuda_array_interface__["data"] = ((1 << 30) + 4, False)
+    with pytest.raises(ValueError, match="aligned"):
+        softmax_lab.cross_entropy(LOGITS, t)
+
+
+# ------------------------------------------------------------------ the algorithm, emulated
+def _emulated(x, t, reduction="mean", smoothing=0.0, z=0.0, ignore_index=-100, misalign=0, chunk_vecs=3):
+    """cross_entropy.cu's rows, then the count's scale and the total, as the kernels do them."""
+    kept = [int(v) != ignore_index for v in t]
+    count = np.float32(sum(kept))
+    with np.errstate(divide="ignore"):
+        scale = np.float32(1) / count if reduction == "mean" else np.float32(1)
+    rows = [cross_entropy_row(x[i], int(t[i]), misalign, threads=64, chunk_vecs=chunk_vecs, ignore_index=ignore_index,
+                              smoothing=smoothing, z_loss=z, scale=scale) for i in range(len(x))]
+    loss = np.array([r[0] for r in rows], np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = {"none": loss, "sum": np.float32(loss.sum(dtype=np.float32)),
+                 "mean": np.float32(loss.sum(dtype=np.float32) / count)}[reduction]
+    return {"loss": total, "lse": np.array([r[1] for r in rows], np.float32), "grad": np.stack([r[2] for r in rows])}
+
+
+def _close(got, want, rtol, atol=0.0):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(got[inf], want[inf])
+    finite = np.isfinite(want)
+    err = np.abs(got[finite] - want[finite]) - rtol * np.abs(want[finite]) - atol
+    assert err.size == 0 or err.max() <= 0, (err.max(), np.argmax(err))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing, z", [(0.0, 0.0), (0.1, 0.0), (0.0, 1e-3), (0.3, 2e-2), (1.0, 0.0)])
+def test_the_algorithm_matches_the_reference(reduction, smoothing, z):
+    rng = np.random.default_rng(int(smoothing * 100 + z * 1e4) + len(reduction))
+    for trial in range(6):
+        rows, vocab = int(rng.integers(1, 7)), int(rng.integers(1, 900))
+        x = (rng.standard_normal((rows, vocab)) * rng.choice([0.1, 1.0, 20.0])).astype(np.float32)
+        t = rng.integers(0, vocab, rows)
+        if rows > 1:
+            t[rng.integers(0, rows)] = -100
+        got = _emulated(x, t, reduction, smoothing, z, misalign=trial % 4, chunk_vecs=int(rng.integers(1, 9)))
+        want = cross_entropy_reference(x.astype(np.float64), t, reduction=reduction, label_smoothing=smoothing,
+                                       z_loss=z)
+        _close(got["loss"], want["loss"], 2e-5, 1e-6)
+        _close(got["lse"], cross_entropy_reference(x.astype(np.float64), t, reduction="none")["lse"], 2e-6, 2e-6)
+        _close(got["grad"], want["grad"], 2e-5, 2e-7)
+
+
+def test_special_rows_in_the_algorithm():
+    """One element (loss 0), -inf logits (the target's -inf: an infinite loss), rows of
+    -inf or NaN (NaN), an ignored row (0, and a gradient of 0), a target out of range
+    (NaN, where the reference raises)."""
+    x = np.array([[2.0, -np.inf, 1.0, 0.5], [-np.inf] * 4, [1.0, np.nan, 0.0, 0.0], [3.0, 1.0, 2.0, 0.0],
+                  [3.0, 1.0, 2.0, 0.0], [3.0, 1.0, 2.0, 0.0]], np.float32)
+    t = np.array([1, 0, 2, -100, 4, -1])
+    got = _emulated(x, t, "none")
+    assert got["loss"][0] == np.inf and np.isnan(got["loss"][1]) and np.isnan(got["loss"][2])
+    assert got["loss"][3] == 0 and not got["grad"][3].any()
+    assert np.isnan(got["loss"][4:]).all() and np.isnan(got["grad"][4:]).all()
+    want = cross_entropy_reference(x[:4].astype(np.float64), t[:4], reduction="none")
+    _close(got["loss"][:4], want["loss"], 2e-6)
+    _close(got["grad"][:4], want["grad"], 2e-6, 1e-7)
+    one = _emulated(np.array([[7.5]], np.float32), np.array([0]), "sum", smoothing=0.2)
+    assert one["loss"] == 0 and one["grad"][0, 0] == 0 and one["lse"][0] == np.float32(7.5)
+
+
+def test_every_row_ignored_is_a_nan_mean_and_a_zero_sum():
+    x = np.ones((3, 5), np.float32)
+    t = np.full(3, 7)
+    assert np.isnan(_emulated(x, t, "mean", ignore_index=7)["loss"])
+    both = _emulated(x, t, "sum", ignore_index=7)
+    assert both["loss"] == 0 and not both["grad"].any()
+
+
+# ------------------------------------------------------------------ on a GPU
+def _cupy():
+    import cupy
+
+    return cupy
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _host(a):
+    cp = _cupy()
+    if isinstance(a, cp.ndarray):
+        return cp.asnumpy(a)
+    return a.detach().double().cpu().numpy() if a.dtype.is_floating_point else a.cpu().numpy()
+
+
+# float32 math: relative to the row's largest value, the gradient's error is that of a
+# float32 exp; each dtype then rounds the result once
+GRAD_RTOL = {"float32": 2e-5, "float16": 1.5e-3, "bfloat16": 1e-2}
+
+
+def _check(x, t, got, *, reduction="mean", smoothing=0.0, z=0.0, ignore_index=-100, grad=None, lse=None,
+           loss_rtol=2e-5):
+    """A call's results against the float64 reference of the same (rounded) inputs."""
+    dtype = str(x.dtype).removeprefix("torch.")
+    xh, th = _host(x).astype(np.float64), _host(t)
+    want = cross_entropy_reference(xh, th, reduction=reduction, label_smoothing=smoothing, z_loss=z,
+                                   ignore_index=ignore_index)
+    loss = _host(got)
+    assert loss.dtype in (np.float32, np.float64) and loss.shape == np.shape(want["loss"])
+    _close(loss, want["loss"], loss_rtol, 1e-5)
+    if lse is not None:
+        _close(_host(lse), want["lse"], 2e-6, 2e-6)
+    if grad is not None:
+        g = _host(grad).astype(np.float64)
+        scale = np.abs(want["grad"]).max(axis=1, keepdims=True)
+        _close(g, want["grad"], GRAD_RTOL[dtype], 4e-7 * scale + (6e-8 if dtype == "float16" else 0))
+
+
+def _random(shape, dtype="float32", scale=3.0, seed=0):
+    """float32 or float16 as CuPy, bfloat16 as torch."""
+    cp = _cupy()
+    x = cp.random.default_rng(seed).standard_normal(shape, dtype=cp.float32) * scale
+    if dtype == "bfloat16":
+        torch = _torch()
+        return torch.from_dlpack(x).to(torch.bfloat16)
+    return x.astype(dtype)
+
+
+def _targets(rows, vocab, like, dtype="int64", seed=0, ignored=0.2):
+    rng = np.random.default_rng(seed)
+    t = rng.integers(0, vocab, rows)
+    t[rng.random(rows) < ignored] = -100
+    if rows:
+        t[0] = vocab - 1  # the last element: in the tail of scalars past the last vector
+    cp = _cupy()
+    if isinstance(like, cp.ndarray):
+        return cp.asarray(t.astype(dtype))
+    torch = _torch()
+    return torch.from_numpy(t.astype(dtype)).to(like.device)
+
+
+SHAPES = [(1, 1), (3, 7), (1, 32000), (5, 50257), (2, 100003), (8, 151936), (64, 1027), (300, 4099),
+          (1, 393216)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_against_float64(shape, dtype):
+    x = _random(shape, dtype, seed=shape[0] + shape[1])
+    t = _targets(*shape, x, seed=shape[1])
+    grad = x.clone() if dtype == "bfloat16" else x.copy()
+    grad.fill_(float("nan")) if dtype == "bfloat16" else grad.fill(np.nan)  # poisoned
+    loss, lse = softmax_lab.cross_entropy(x, t, return_lse=True, grad_out=grad)
+    _check(x, t, loss, grad=grad, lse=lse)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing, z", [(0.0, 0.0), (0.1, 0.0), (0.0, 1e-4), (0.2, 1e-3)])
+@pytest.mark.parametrize("target_dtype", ["int64", "int32"])
+def test_every_option(reduction, smoothing, z, target_dtype):
+    x = _random((37, 50257), "float32", seed=3)
+    t = _targets(37, 50257, x, target_dtype, seed=4)
+    grad = _cupy().full(x.shape, np.nan, np.float32)
+    loss = softmax_lab.cross_entropy(x, t, reduction=reduction, label_smoothing=smoothing, z_loss=z, grad_out=grad)
+    _check(x, t, loss, reduction=reduction, smoothing=smoothing, z=z, grad=grad)
+    # ignore_index other than torch's, and the loss alone (no gradient pass)
+    t2 = t.copy()
+    t2[t2 == -100] = 5
+    alone = softmax_lab.cross_entropy(x, t2, reduction=reduction, label_smoothing=smoothing, z_loss=z, ignore_index=5)
+    _check(x, t2, alone, reduction=reduction, smoothing=smoothing, z=z, ignore_index=5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_gradient_over_the_logits_themselves(dtype):
+    x = _random((6, 100003), dtype, seed=11)
+    t = _targets(6, 100003, x, seed=12)
+    kept = x.clone() if dtype == "bfloat16" else x.copy()
+    loss = softmax_lab.cross_entropy(x, t, label_smoothing=0.1, z_loss=1e-4, grad_out=x)
+    _check(kept, t, loss, smoothing=0.1, z=1e-4, grad=x)
+
+
+@pytest.mark.gpu
+def test_views_strides_and_layouts():
+    """Misaligned row views read in place, transposed logits copied first, a grad_out
+    without uniform rows written through a buffer, targets at a stride."""
+    cp = _cupy()
+    for offset in (1, 2, 3, 5):
+        base = _random((7, 70001 + 8), "float32", seed=offset)
+        x = base[:, offset:offset + 70001]
+        tt = _targets(14, 70001, x, seed=offset)[::2]
+        g = cp.full((7, 70001 + 8), np.nan, np.float32)[:, 8 - offset:8 - offset + 70001]
+        _check(x, tt, softmax_lab.cross_entropy(x, tt, grad_out=g), grad=g)
+        xh = _random((7, 9000), "float16", seed=offset)[:, offset:]
+        th = _targets(7, 9000 - offset, xh, "int32", seed=offset)
+        _check(xh, th, softmax_lab.cross_entropy(xh, th, reduction="sum"), reduction="sum")
+    xt = cp.ascontiguousarray(_random((4001, 5), "float32")).T
+    t = _targets(5, 4001, xt)
+    gt = cp.full((4001, 5), np.nan, np.float32).T
+    _check(xt, t, softmax_lab.cross_entropy(xt, t, grad_out=gt), grad=gt)
+
+
+@pytest.mark.gpu
+def test_special_rows_as_torch():
+    """Against torch.nn.functional.cross_entropy in float64: -inf logits, rows of -inf,
+    +inf, NaN, a row whose target is -inf, and vocab 1."""
+    torch = _torch()
+    F = torch.nn.functional
+    n = 50257
+    x = torch.randn(7, n, dtype=torch.float64, device="cuda") * 4
+    x[1, ::2] = -torch.inf
+    x[2] = -torch.inf
+    x[3, 17] = torch.inf
+    x[4, 5] = torch.nan
+    x[5, 123] = -torch.inf
+    t = torch.tensor([3, 1, 0, 17, 9, 123, -100], device="cuda")
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        xd = x.to(dtype)
+        loss = softmax_lab.cross_entropy(xd, t, reduction="none")
+        want = F.cross_entropy(xd.double(), t, reduction="none")
+        torch.testing.assert_close(loss, want.float(), equal_nan=True, rtol=2e-6, atol=2e-5)
+    one = torch.randn(9, 1, device="cuda")
+    g = torch.full_like(one, torch.nan)
+    loss = softmax_lab.cross_entropy(one, torch.zeros(9, dtype=torch.int64, device="cuda"), grad_out=g,
+                                     label_smoothing=0.3)
+    assert float(loss) == 0 and float(g.abs().max()) < 1e-7  # p - s - (1 - s), p = 1: 0 up to rounding
+
+
+@pytest.mark.gpu
+def test_a_target_out_of_range_is_a_nan_row_and_the_context_survives():
+    cp = _cupy()
+    x = _random((5, 3001), "float32", seed=21)
+    t = cp.asarray([3, 3001, -1, -100, 1 << 40], dtype=cp.int64)
+    g = cp.full(x.shape, 7.0, cp.float32)
+    per_row = softmax_lab.cross_entropy(x, t, reduction="none", grad_out=g)
+    got = cp.asnumpy(per_row)
+    assert np.isfinite(got[0]) and got[3] == 0 and np.isnan(got[[1, 2, 4]]).all()
+    assert bool(cp.isnan(g[[1, 2, 4]]).all()) and bool(cp.isfinite(g[0]).all()) and not bool(g[3].any())
+    assert np.isnan(float(softmax_lab.cross_entropy(x, t)))
+    ok = cp.asarray([3, 0, 1, 2, 4], dtype=cp.int64)
+    _check(x, ok, softmax_lab.cross_entropy(x, ok))  # the context is whole
+    cp.cuda.Device().synchronize()
+
+
+@pytest.mark.gpu
+def test_all_rows_ignored_and_no_rows():
+    cp = _cupy()
+    x = _random((4, 999), "float16", seed=2)
+    t = cp.full(4, -100, cp.int64)
+    g = cp.full(x.shape, np.nan, cp.float16)
+    assert np.isnan(float(softmax_lab.cross_entropy(x, t, grad_out=g))) and not bool(g.any())
+    assert float(softmax_lab.cross_entropy(x, t, reduction="sum")) == 0
+    empty = cp.empty((0, 10), cp.float32)
+    assert np.isnan(float(softmax_lab.cross_entropy(empty, cp.empty(0, cp.int64))))
+    assert softmax_lab.cross_entropy(empty, cp.empty(0, cp.int64), reduction="none").shape == (0,)
+
+
+@pytest.mark.gpu
+def test_mixed_devices_and_libraries():
+    cp = _cupy()
+    torch = _torch()
+    x = _random((9, 4099), "float32", seed=8)
+    t = torch.from_numpy(np.arange(9) * 400).cuda()  # torch targets for CuPy logits
+    loss = softmax_lab.cross_entropy(x, t)
+    assert isinstance(loss, cp.ndarray) and loss.shape == ()
+    _check(x, t, loss)
+    if cp.cuda.runtime.getDeviceCount() > 1:
+        with cp.cuda.Device(1):
+            t1 = cp.zeros(9, cp.int64)
+        with pytest.raises(ValueError, match="device"):
+            softmax_lab.cross_entropy(x, t1)
+
+
+@pytest.mark.gpu
+def test_torch_autograd_against_torch():
+    """softmax_lab.torch.cross_entropy: loss and logits' gradient as F.cross_entropy's in
+    float64, under torch.autograd, for every reduction and with smoothing."""
+    torch = _torch()
+    import softmax_lab.torch as slt
+
+    F = torch.nn.functional
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for reduction in ("mean", "sum", "none"):
+            for smoothing in (0.0, 0.1):
+                base = torch.randn(33, 32003, device="cuda") * 3
+                t = torch.randint(0, 32003, (33,), device="cuda")
+                t[::4] = -100
+                x = base.to(dtype).requires_grad_()
+                ref = x.detach().double().requires_grad_()
+                loss = slt.cross_entropy(x, t, reduction=reduction, label_smoothing=smoothing)
+                want = F.cross_entropy(ref, t, reduction=reduction, label_smoothing=smoothing)
+                torch.testing.assert_close(loss.double(), want, rtol=2e-5, atol=1e-5)
+                upstream = torch.rand_like(want) + 0.5
+                (loss.double() * upstream).sum().backward()
+                (want * upstream).sum().backward()
+                rtol = GRAD_RTOL[str(dtype).removeprefix("torch.")]
+                torch.testing.assert_close(x.grad.double(), ref.grad, rtol=rtol,
+                                           atol=4e-7 * float(ref.grad.abs().max()) + 1e-7)
+
+
+@pytest.mark.gpu
+def test_torch_z_loss_and_lse():
+    torch = _torch()
+    import softmax_lab.torch as slt
+
+    x = (torch.randn(16, 50257, device="cuda") * 2).requires_grad_()
+    t = torch.randint(0, 50257, (16,), device="cuda")
+    ref = x.detach().double().requires_grad_()
+    loss, lse = slt.cross_entropy(x, t, z_loss=1e-3, return_lse=True)
+    lse_ref = torch.logsumexp(ref, -1)
+    want = (torch.nn.functional.cross_entropy(ref, t, reduction="none") + 1e-3 * lse_ref**2).mean()
+    torch.testing.assert_close(loss.double(), want, rtol=2e-5, atol=1e-5)
+    torch.testing.assert_close(lse.double(), lse_ref.detach(), rtol=2e-6, atol=2e-6)
+    loss.backward()
+    want.backward()
+    torch.testing.assert_close(x.grad.double(), ref.grad, rtol=2e-5, atol=1e-9)
+    with torch.no_grad():  # no gradient kept where none is wanted
+        assert slt.cross_entropy(x, t).requires_grad is False
+
+
+@pytest.mark.gpu
+def test_torch_compile_opcheck_and_graphs():
+    torch = _torch()
+    import softmax_lab.torch as slt
+
+    x = torch.randn(7, 5003, device="cuda")
+    t = torch.randint(0, 5003, (7,), device="cuda")
+    op = torch.ops.softmax_lab.cross_entropy.default
+    for reduction in ("mean", "none"):
+        torch.library.opcheck(op, (x.clone().requires_grad_(), t, -100, reduction, 0.1, 1e-4, True))
+        torch.library.opcheck(op, (x, t, -100, reduction, 0.0, 0.0, False))
+
+    def step(logits, target):
+        return slt.cross_entropy(logits, target, label_smoothing=0.1)
+
+    compiled = torch.compile(step, fullgraph=True)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    compiled(a, t).backward()
+    step(b, t).backward()
+    torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=0)
+    with pytest.raises((ValueError, torch._dynamo.exc.TorchRuntimeError), match="reduction"):
+        torch.compile(lambda v, u: slt.cross_entropy(v, u, reduction="avg"), fullgraph=True)(x, t)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_captured_graph_replays_with_new_inputs(library):
+    """One call with its gradient captured, replayed 60 times on changing logits and
+    targets: every replay right, the scratch the graph's own."""
+    cp = _cupy()
+    rows, vocab = 8, 151936
+    if library == "torch":
+        torch = _torch()
+        x = torch.randn(rows, vocab, device="cuda")
+        t = torch.randint(0, vocab, (rows,), device="cuda")
+        g = torch.empty_like(x)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            softmax_lab.cross_entropy(x, t, grad_out=g)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            loss = softmax_lab.cross_entropy(x, t, grad_out=g, label_smoothing=0.05)
+        for i in range(60):
+            x.copy_(torch.randn(rows, vocab, device="cuda") * (1 + i % 5))
+            t.copy_(torch.randint(0, vocab, (rows,), device="cuda"))
+            t[i % rows] = -100
+            graph.replay()
+            if i % 20 == 0 or i == 59:
+                torch.cuda.synchronize()
+                _check(x, t, loss, smoothing=0.05, grad=g)
+        return
+    x = _random((rows, vocab), "float32", seed=1)
+    t = _targets(rows, vocab, x, seed=1)
+    g = cp.empty_like(x)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        softmax_lab.cross_entropy(x, t, grad_out=g, reduction="sum")
+        stream.begin_capture()
+        loss = softmax_lab.cross_entropy(x, t, grad_out=g, reduction="sum")
+        graph = stream.end_capture()
+    for i in range(60):
+        with stream:
+            x[...] = cp.random.standard_normal((rows, vocab), dtype=cp.float32) * (1 + i % 5)
+            t[...] = cp.random.randint(0, vocab, rows)
+            graph.launch(stream)
+        if i % 20 == 0 or i == 59:
+            stream.synchronize()
+            _check(x, t, loss, reduction="sum", grad=g)
+
+
+@pytest.mark.gpu
+def test_repeated_calls_are_bitwise_the_same():
+    cp = _cupy()
+    x = _random((33, 65537), "bfloat16", seed=9)
+    t = _targets(33, 65537, x, seed=9)
+    first = softmax_lab.cross_entropy(x, t, reduction="none")
+    again = softmax_lab.cross_entropy(x, t, reduction="none")
+    assert bool((first == again).all())
+    del cp
+
+
+@pytest.mark.gpu
+def test_above_2_to_the_31_elements_cross_entropy():
+    """3 rows of 2^30 + 5 float16 logits (6.4 GB), the gradient over them: 64-bit indexing
+    in every kernel, the targets at both ends of the rows."""
+    cp = _cupy()
+    rows, vocab = 3, 2**30 + 5
+    x = cp.empty((rows, vocab), cp.float16)
+    for r in range(rows):
+        x[r] = cp.random.standard_normal(vocab, dtype=cp.float32).astype(cp.float16)
+    t = cp.asarray([vocab - 1, 0, vocab // 2], cp.int64)
+    picks = [x[r, int(t[r])].astype(cp.float64) for r in range(rows)]
+    lse_want = [float(cp.log(cp.exp(x[r].astype(cp.float32)).sum(dtype=cp.float64))) for r in range(rows)]
+    loss, lse = softmax_lab.cross_entropy(x, t, reduction="none", return_lse=True, grad_out=x)
+    for r in range(rows):
+        assert abs(float(lse[r]) - lse_want[r]) <= 1e-5 * abs(lse_want[r])
+        assert abs(float(loss[r]) - (lse_want[r] - float(picks[r]))) <= 1e-5 * lse_want[r]
+        # the target's gradient is p - 1, about -1; the others about 1 / vocab, below float16's
+        # smallest normal and rounded to its subnormals
+        assert abs(float(x[r, int(t[r])]) + 1) < 1e-3
+    assert float(cp.abs(x[:, 1:vocab - 1:4097]).max()) < 1e-6
+
+
+@pytest.mark.gpu
+def test_memcheck_sanitizer(tmp_path):
+    run_sanitized("memcheck", textwrap.dedent("""
+        import cupy as cp
+        import softmax_lab
+        for rows, vocab in [(1, 1), (3, 1029), (2, 393217), (129, 33)]:
+            x = cp.random.standard_normal((rows, vocab + 1), dtype=cp.float32)[:, 1:]
+            t = cp.random.randint(0, vocab, rows).astype(cp.int64)
+            t[0] = vocab - 1
+            softmax_lab.cross_entropy(x, t, grad_out=cp.empty((rows, vocab), cp.float32), label_smoothing=0.1)
+            h = x.astype(cp.float16)
+            softmax_lab.cross_entropy(h, t.astype(cp.int32), reduction="none", grad_out=h)
+            bad = cp.asarray([-5] + [vocab + 3] * (rows - 1), cp.int64)
+            softmax_lab.cross_entropy(x, bad, grad_out=cp.empty((rows, vocab), cp.float32), return_lse=True)
+        cp.cuda.Device().synchronize()
+        print("sanitized")
+    """), tmp_path)
