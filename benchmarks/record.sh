@@ -18,6 +18,8 @@
 #   bash benchmarks/record.sh table-vocab        # dtype_op_151936.json .log .txt: the same at 4096 x 151936
 #   bash benchmarks/record.sh context            # context.json .log context.png: a bf16 softmax after the GEMM
 #                                                #   of its logits (an LM head), interleaved rounds, clocks and power
+#   bash benchmarks/record.sh liger loss         # loss.json .log .txt: cross_entropy and cross_entropy_grad, bf16
+#                                                #   and fp32, the issue's vocabularies, against their floors and peers
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
@@ -70,6 +72,16 @@ for stage in "$@"; do
       done
       quack_path
       python3 -c "from importlib.metadata import version; from quack.softmax import softmax_fwd; print('quack-kernels', version('quack-kernels'), 'imports')" ;;
+    liger)  # Liger-Kernel, the loss ops' optional peer: its wheel travels in .whl (carry it)
+      python3 -m pip install -q --no-deps --no-index --target "$QUACK/site" .whl/liger_kernel-*.whl || exit 1
+      quack_path
+      python3 -c "from liger_kernel.ops.cross_entropy import cross_entropy_forward; print('liger-kernel imports')" ;;
+    loss)
+      timeout 560 python3 -m softmax_lab sweep --op loss --dtype bfloat16,float32 --no-progress \
+        --shape 16384x32000 --shape 8192x50257 --shape 4096x128256 --shape 4096x151936 --shape 4096x393216 \
+        --shape 32x128256 --shape 1000x100003 -o "$OUT/loss.json" > "$OUT/loss.log" 2>&1
+      echo "loss rc=$?"
+      lab report --table "$OUT/loss.json" | tee "$OUT/loss.txt" ;;
     bench)
       timeout 480 python3 -m softmax_lab bench --no-progress -o "$OUT/bench.json" > "$OUT/bench.log" 2>&1
       echo "bench rc=$?"
@@ -153,7 +165,7 @@ print('ran', sys.argv[1])
     gpu-tests)
       timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tail -n 6 ;;
     *)
-      echo "unknown stage $stage (info quack-a quack-b bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
+      echo "unknown stage $stage (info quack-a quack-b liger loss bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
            "sweep-bf16 table table-vocab context notebooks gpu-tests)"; exit 2 ;;
   esac
 done

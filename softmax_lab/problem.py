@@ -13,6 +13,7 @@ DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}  # name -> element size in 
 OPS = ("softmax", "log_softmax")  # the forward ops
 BACKWARD_OPS = ("softmax_backward", "log_softmax_backward")  # dx from (y, dy): see Shape
 ALL_OPS = OPS + BACKWARD_OPS
+LOSS_OPS = ("cross_entropy", "cross_entropy_grad")  # the lab's loss ops: the loss alone, and with its gradient
 REDUCTIONS = ("mean", "sum", "none")  # of a loss over rows (softmax_lab.cross_entropy), as torch's
 
 

@@ -73,7 +73,7 @@ def _memory_merged_plans():
         + small
 
 
-PLAIN_SOURCES = sorted({v.source for v in variants().values() if v.min_compute_capability < 90} | {"copy.cu"})
+PLAIN_SOURCES = sorted({v.source for v in variants().values() if v.min_compute_capability < 90} | {"copy.cu", "read.cu"})
 
 
 def _builds():

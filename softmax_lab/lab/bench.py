@@ -28,6 +28,7 @@ microseconds per call on a HOST_SHAPE input (timing.host_times).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import platform
 import sys
@@ -45,7 +46,7 @@ from ..device import NoDeviceError, device_info, require_device
 from ..problem import DTYPES, ITEMSIZE
 from ..reference import op_error, op_reference, relative_error, softmax_reference
 from . import candidates as cat
-from . import records, timing
+from . import loss, records, timing
 
 HEADLINE = (4096, 393216)
 REPEATS = 30
@@ -167,17 +168,22 @@ def _equal(out, x, dy=None) -> bool:
 
 
 def measure(c: cat.Candidate, prep: cat.Prepared, x, idx: list[int], ref, timer, repeats: int,
-            warmup: int, dtype: str = "float32", op: str = "softmax", dy=None) -> dict:
+            warmup: int, dtype: str = "float32", op: str = "softmax", dy=None, checker=None) -> dict:
     """One candidate's record: check one call, time `repeats` calls after `warmup`
     (timer(call, repeats, warmup, before_timed) -> (times in ms, last output)),
-    check the last timed call's output.  Exceptions are recorded as failed."""
+    check the last timed call's output (of an in-place candidate, prep.again's: one
+    more call from its inputs restored).  checker(output) -> the check's result, where
+    given (the loss ops'); check_output's otherwise.  Exceptions are recorded as failed."""
     rows, cols = x.shape
     is_copy = c.kind == "copy"
     check = {"rows": idx, "poisoned": prep.poisoned, "relative_error": None, "calls": []}
-    keys = ("relative_error", "row_sum_error") + (("ulp_error",) if dtype != "float32" else ())
+    keys = ("relative_error", "row_sum_error") + (("ulp_error",) if dtype != "float32" and checker is None else ())
 
     def verdict(out, after: str) -> bool:
-        result = check_output(_as_array(out, x), x, idx, ref, is_copy, dtype, op, dy)
+        if checker is not None:
+            result = checker(out)
+        else:
+            result = check_output(_as_array(out, x), x, idx, ref, is_copy, dtype, op, dy)
         check["calls"].append({"after": after, **{k: result[k] for k in keys}})
         for k in keys[:1] + keys[2:]:
             errors = [e[k] for e in check["calls"]]
@@ -187,20 +193,28 @@ def measure(c: cat.Candidate, prep: cat.Prepared, x, idx: list[int], ref, timer,
     try:
         prep.poison()
         if not verdict(prep.call(), "the first call"):
-            return records.record(c, rows, cols, check=check, status="failed", reason=_check_reason(check, dtype),
-                                  dtype=dtype, op=op)
+            return records.record(c, rows, cols, check=check, status="failed",
+                                  reason=_check_reason(check, dtype, checker is not None), dtype=dtype, op=op)
         times, last = timer(prep.call, repeats, warmup, prep.poison)
-        if not verdict(last, f"the last of {repeats} timed calls"):
-            return records.record(c, rows, cols, check=check, status="failed", reason=_check_reason(check, dtype),
-                                  dtype=dtype, op=op)
+        after = f"the last of {repeats} timed calls"
+        if prep.again is not None:
+            prep.poison()
+            last, after = prep.again(), f"{repeats} timed calls in place, then one from the inputs restored"
+        if not verdict(last, after):
+            return records.record(c, rows, cols, check=check, status="failed",
+                                  reason=_check_reason(check, dtype, checker is not None), dtype=dtype, op=op)
     except Exception as e:  # one candidate's failure (out of memory, a compiler missing) is recorded, not fatal
         return records.record(c, rows, cols, check=check if check["calls"] else None, status="failed",
                               reason=f"raised {cat.one_line(e)}", dtype=dtype, op=op)
     return records.record(c, rows, cols, times_ms=times, check=check, dtype=dtype, op=op)
 
 
-def _check_reason(check: dict, dtype: str = "float32") -> str:
+def _check_reason(check: dict, dtype: str = "float32", loss: bool = False) -> str:
     last = check["calls"][-1]
+    if loss:  # lab/loss.py's check and its tolerances
+        return (f"check failed after {last['after']}: relative error {last['relative_error']} on "
+                f"{len(check['rows'])} sampled rows, largest error of a row's loss or gradient invariant "
+                f"{last['row_sum_error']} (tolerances: lab/loss.py); null means NaN or infinite")
     if dtype == "float32":
         err = f"relative error {last['relative_error']}"
     else:
@@ -322,9 +336,12 @@ def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_
 def make_arrays(rows: int, cols: int, dtype: str, op: str, seed: int, torch=None) -> cat.Arrays:
     """The input (and dy, backward) and the output buffer: float32 as CuPy arrays;
     float16 and bfloat16 as torch tensors (CuPy has no bfloat16), rounded from the
-    same float32 draw.  A backward op's y is the forward op of the draw."""
+    same float32 draw.  A backward op's y is the forward op of the draw; a loss op's
+    arrays are lab/loss.py's (logits, targets as dy, the gradient's buffer)."""
     import cupy
 
+    if loss.is_loss(op):
+        return loss.make_arrays(rows, cols, dtype, op, seed, torch)
     rng = cupy.random.default_rng(seed)
     x = rng.standard_normal((rows, cols), dtype=cupy.float32)
     dy = rng.standard_normal((rows, cols), dtype=cupy.float32) if cat.is_backward(op) else None
@@ -363,8 +380,11 @@ def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, re
             arrays = make_arrays(rows, cols, dtype, op, seed, torch)
             x, dy = arrays.x, arrays.dy
             wide = reference.to_float64
-            refs = {"op": op_reference(wide(x[idx]), op, None if dy is None else wide(dy[idx])),
-                    "copy": wide(x[idx]) if dy is None else wide(x[idx]) + wide(dy[idx])}
+            if loss.is_loss(op):  # dy: the targets
+                refs = loss.references(x, dy, idx, op == "cross_entropy_grad")
+            else:
+                refs = {"op": op_reference(wide(x[idx]), op, None if dy is None else wide(dy[idx])),
+                        "copy": wide(x[idx]) if dy is None else wide(x[idx]) + wide(dy[idx])}
 
         tokens = []  # the sampler's tokens of the current candidate's timed calls
 
@@ -389,14 +409,19 @@ def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, re
                 recs.append(records.record(c, rows, cols, status="skipped", reason=reason, dtype=dtype, op=op))
             else:
                 try:
-                    prep = cat.prepare(c, arrays, dev, torch)
+                    prep = prepare(c, arrays, dev, torch)
                 except Exception as e:
                     recs.append(records.record(c, rows, cols, status="failed", reason=f"raised {cat.one_line(e)}",
                                                dtype=dtype, op=op))
                 else:
-                    ref = refs["copy" if c.kind == "copy" else "op"]
                     tokens.clear()
-                    recs.append(measure(c, prep, arrays.x, idx, ref, timer, repeats, warmup, dtype, op, arrays.dy))
+                    if loss.is_loss(op):
+                        checker = functools.partial(loss.check, x=arrays.x, refs=refs, idx=idx, dtype=dtype, op=op, c=c)
+                        recs.append(measure(c, prep, arrays.x, idx, None, timer, repeats, warmup, dtype, op,
+                                            checker=checker))
+                    else:
+                        ref = refs["copy" if c.kind == "copy" else "op"]
+                        recs.append(measure(c, prep, arrays.x, idx, ref, timer, repeats, warmup, dtype, op, arrays.dy))
                     if sampler is not None:
                         recs[-1]["clocks"] = sampler.summary(tokens[-1]) if recs[-1]["stats"] and tokens else None
                     del prep
@@ -428,6 +453,13 @@ def _host(c, dev, torch, torch_reason, calls, bar) -> dict:
         bar.update()
 
 
+def prepare(c: cat.Candidate, arrays: cat.Arrays, dev, torch=None) -> cat.Prepared:
+    """How to run `c` once on `arrays`: the loss ops' candidates by lab/loss.py, the others by candidates.py."""
+    if loss.is_loss(arrays.op):
+        return loss.prepare_loss(c, arrays.x, arrays.dy, arrays.out, arrays.op, dev, torch)
+    return cat.prepare(c, arrays, dev, torch)
+
+
 def _fit_rows(rows: int, cols: int, dtype: str = "float32", op: str = "softmax") -> int:
     """rows, halved until a tensor is at most GRID_MAX_BYTES (in float32 bytes: the
     halves run the same shapes) and an eighth of the free memory (a twelfth for a
@@ -435,7 +467,7 @@ def _fit_rows(rows: int, cols: int, dtype: str = "float32", op: str = "softmax")
     import cupy
 
     free = cupy.cuda.runtime.memGetInfo()[0]
-    share = 12 if cat.is_backward(op) else 8
+    share = 12 if cat.is_backward(op) or op == "cross_entropy_grad" else 8
     while rows > 1 and rows * cols * max(ITEMSIZE, DTYPES[dtype]) > min(GRID_MAX_BYTES, free // share):
         rows //= 2
     return rows

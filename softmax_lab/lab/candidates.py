@@ -2,7 +2,9 @@
 model, and how to call it once (`prepare`).
 
 The catalogue depends on the dtype (float32, float16, bfloat16) and the op
-(softmax, log_softmax, softmax_backward, log_softmax_backward): candidates(dtype, op).
+(softmax, log_softmax, softmax_backward, log_softmax_backward, and the loss ops
+cross_entropy and cross_entropy_grad, whose catalogue is lab/loss.py's):
+candidates(dtype, op).
 
 Families (the `kind` of a candidate, the colour family of the plots):
   variant  softmax_lab's registered variants that hold the dtype and op, and "auto";
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..device import DeviceInfo
-from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, ITEMSIZE
+from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, ITEMSIZE, LOSS_OPS
 from ..variants import choose, get_variant
 from ..variants import variants as registered_variants
 
@@ -40,13 +42,16 @@ def is_backward(op: str) -> bool:
 
 def floor_passes(op: str) -> int:
     """Passes over a tensor the least any implementation of `op` moves: 1 read + 1
-    write forward, 2 reads (y, dy) + 1 write backward."""
+    write forward, 2 reads (y, dy) + 1 write backward; a loss 1 read, with its
+    gradient 1 read + 1 write."""
+    if op in LOSS_OPS:
+        return {"cross_entropy": 1, "cross_entropy_grad": 2}[op]
     return 3 if is_backward(op) else 2
 
 
 def check_dtype_op(dtype: str, op: str) -> None:
-    if dtype not in DTYPES or op not in ALL_OPS:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} and op one of {', '.join(ALL_OPS)}; "
+    if dtype not in DTYPES or op not in ALL_OPS + LOSS_OPS:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} and op one of {', '.join(ALL_OPS + LOSS_OPS)}; "
                          f"got {dtype!r}, {op!r}")
 
 
@@ -97,6 +102,45 @@ HOST = (
     Candidate("host.copy", "host", 0, 0, f"host time of cupy.copyto(y, x) on {HOST_SHAPE}"),
     Candidate("host.torch.softmax", "host", 0, 0, f"host time of torch.softmax(x, -1) on {HOST_SHAPE}"),
 )
+# The loss ops (lab/loss.py runs and checks them): each row's loss, against one read of
+# the logits; the loss with the gradient of the logits, against a copy.
+READ = Candidate("read.words", "copy", 1, 0,
+                 "kernels/read.cu: the tensor's 32-bit words summed (16-byte loads), one sum a block")
+LOSS_AUTO = {
+    "cross_entropy": Candidate("auto", "variant", 1, 0,
+                               "softmax_lab.cross_entropy: kernels/cross_entropy.cu's partials read the logits once "
+                               "(a row's online max and sum, and its plain sum), a tiny pass merges them per row"),
+    "cross_entropy_grad": Candidate("auto", "variant", 2, 1,
+                                    "softmax_lab.cross_entropy(grad_out=): the loss's read, then a second pass "
+                                    "reads the logits again and writes the gradient"),
+}
+LOSS_PEERS = {
+    "cross_entropy": (
+        Candidate("torch.cross_entropy", "library", 3, 1,
+                  "torch.nn.functional.cross_entropy: log_softmax (a max pass, a sum-of-exp pass, the write), "
+                  "then nll_loss gathers one element a row"),
+        Candidate("torch.compile", "library", 1, 0,
+                  "torch.compile of F.cross_entropy (dynamic=False), Inductor: one online (max, sum) read, the "
+                  "target's logit gathered"),
+        Candidate("quack.cross_entropy", "library", 1, 0,
+                  "quack.cross_entropy.cross_entropy_fwd (quack-kernels): the row held on chip, one read"),
+        Candidate("liger.cross_entropy", "library", 1, 0,
+                  "Liger-Kernel's cross_entropy_forward without a gradient: one online (max, sum) loop a row"),
+    ),
+    "cross_entropy_grad": (
+        Candidate("torch.cross_entropy", "library", 6, 3,
+                  "F.cross_entropy then its backward: log_softmax (3 reads, 1 write), nll_loss's backward "
+                  "(a zero-filled write), log_softmax's backward (a sum pass, then y and dy read, dx written)"),
+        Candidate("torch.compile", "library", 2, 1,
+                  "torch.compile of F.cross_entropy and AOTAutograd's backward: the forward's online read, then "
+                  "the logits read again and the gradient written"),
+        Candidate("quack.cross_entropy", "library", 1, 1,
+                  "quack cross_entropy_fwd(return_dx=True): the row held on chip, the gradient written from it"),
+        Candidate("liger.cross_entropy", "library", 2, 1,
+                  "Liger-Kernel's cross_entropy_forward with a gradient: an online (max, sum) loop, then a loop "
+                  "that reads the row again and writes the gradient over the logits (in place)"),
+    ),
+}
 COPY_NAMES = tuple(c.name for c in COPIES)
 FLOOR_NAMES = tuple(c.name for c in FLOORS)
 # The peers of each op (the columns of the dtype/op table), and their short names.
@@ -105,12 +149,15 @@ PEERS_BY_OP = {
     "log_softmax": ("torch.log_softmax", "torch.compile"),
     "softmax_backward": ("torch.softmax_backward", "quack.softmax_backward"),
     "log_softmax_backward": ("torch.log_softmax_backward",),
+    "cross_entropy": ("torch.cross_entropy", "torch.compile", "quack.cross_entropy", "liger.cross_entropy"),
+    "cross_entropy_grad": ("torch.cross_entropy", "torch.compile", "quack.cross_entropy", "liger.cross_entropy"),
 }
 PEERS = tuple(dict.fromkeys(n for names in PEERS_BY_OP.values() for n in names))
 PEER_ROLE = {"torch.softmax": "torch", "torch.log_softmax": "torch", "torch.softmax_backward": "torch",
              "torch.log_softmax_backward": "torch", "torch.compile": "compile", "quack.softmax": "quack",
-             "quack.softmax_backward": "quack"}
-ROLES = ("torch", "compile", "quack")
+             "quack.softmax_backward": "quack", "torch.cross_entropy": "torch", "quack.cross_entropy": "quack",
+             "liger.cross_entropy": "liger"}
+ROLES = ("torch", "compile", "quack", "liger")
 # The sweep's default candidates: auto against the floor and the peers of the op.
 GRID_NAMES = ("auto", "copy.memcpy", "copy.float4", "torch.softmax", "torch.compile", "quack.softmax")
 
@@ -149,6 +196,8 @@ def candidates(dtype: str = "float32", op: str = "softmax") -> tuple[Candidate, 
     (their own names and traffic), auto, the floor (copies forward, two-read adds
     backward), the peers, and for float32 softmax cupyx and the host candidates."""
     check_dtype_op(dtype, op)
+    if op in LOSS_OPS:
+        return (LOSS_AUTO[op], *((READ,) if op == "cross_entropy" else COPIES), *LOSS_PEERS[op])
     own = tuple(Candidate(v.name, "variant", *_variant_passes(v, op), v.summary)
                 for v in registered_variants().values() if _holds(v, dtype, op))
     floor = FLOORS if is_backward(op) else COPIES
@@ -161,7 +210,7 @@ def candidates(dtype: str = "float32", op: str = "softmax") -> tuple[Candidate, 
 
 def all_names() -> tuple[str, ...]:
     """The names of every candidate of every dtype and op."""
-    return tuple(dict.fromkeys(c.name for d in DTYPES for o in ALL_OPS for c in candidates(d, o)))
+    return tuple(dict.fromkeys(c.name for d in DTYPES for o in ALL_OPS + LOSS_OPS for c in candidates(d, o)))
 
 
 def select(names=None, default=None, dtype: str = "float32", op: str = "softmax") -> tuple[Candidate, ...]:
@@ -192,7 +241,7 @@ def pick(rows: int, cols: int, dev: DeviceInfo, dtype: str = "float32", op: str 
 def resolve(c: Candidate, rows: int, cols: int, dev: DeviceInfo, dtype: str = "float32",
             op: str = "softmax") -> Candidate:
     """auto with the traffic of the variant it picks for the shape; others unchanged."""
-    if c.name != AUTO.name:
+    if c.name != AUTO.name or op in LOSS_OPS:
         return c
     v = pick(rows, cols, dev, dtype, op)
     return Candidate("auto", "variant", *_variant_passes(v, op), f"variant='auto' picks {v.name}: {v.summary}")
@@ -201,6 +250,8 @@ def resolve(c: Candidate, rows: int, cols: int, dev: DeviceInfo, dtype: str = "f
 def skip_reason(c: Candidate, cols: int, dev: DeviceInfo, torch_reason: str | None,
                 quack_reason: str | None, dtype: str = "float32", op: str = "softmax") -> str | None:
     """Why `c` cannot run rows of `cols` `dtype` elements of `op` here, known before any call; None if it may."""
+    if op in LOSS_OPS:
+        return _loss_skip_reason(c, cols, dtype, torch_reason, quack_reason)
     if dtype != "float32" and torch_reason:
         return f"{dtype} inputs are made with torch: {torch_reason}"
     if c.kind == "variant" and is_backward(op) and not has_op(op):
@@ -224,6 +275,21 @@ def skip_reason(c: Candidate, cols: int, dev: DeviceInfo, torch_reason: str | No
     return None
 
 
+def _loss_skip_reason(c: Candidate, cols: int, dtype: str, torch_reason, quack_reason) -> str | None:
+    if (dtype != "float32" or c.kind == "library") and torch_reason:
+        return torch_reason
+    if c.name in ("read.words", "copy.float4") and cols * DTYPES[dtype] % 4:
+        return f"kernels/copy.cu and read.cu move 4-byte words; a row of {cols} {dtype} is not a whole number of them"
+    if c.name.startswith("quack."):
+        if quack_reason:
+            return quack_reason
+        if cols * DTYPES[dtype] % 16:
+            return f"quack's cross_entropy loads 16 bytes at a time: N * {DTYPES[dtype]} % 16 == 0; N = {cols}"
+    if c.name.startswith("liger."):
+        return liger_status()
+    return None
+
+
 def has_op(op: str) -> bool:
     """Whether softmax_lab has the function `op` (the backward ops arrive in their own branch)."""
     import importlib
@@ -241,6 +307,7 @@ class Prepared:
     call: object
     poison: object
     poisoned: str
+    again: object = None  # an in-place candidate: its inputs restored, one more call (for the last check)
 
 
 @dataclass
@@ -468,6 +535,15 @@ def quack_status() -> str | None:
         from quack.softmax import softmax_bwd, softmax_fwd  # noqa: F401
     except Exception as e:
         return f"quack is not importable ({one_line(e)}); pip install quack-kernels to compare against it"
+    return None
+
+
+def liger_status() -> str | None:
+    """None if Liger-Kernel's cross-entropy is importable, else why not (an optional peer)."""
+    try:
+        from liger_kernel.ops.cross_entropy import cross_entropy_forward  # noqa: F401
+    except Exception as e:
+        return f"Liger-Kernel is not importable ({one_line(e)}); pip install liger-kernel to compare against it"
     return None
 
 

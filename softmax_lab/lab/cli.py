@@ -17,7 +17,10 @@ recorded figures (results/README.md gives the one command).
 
 --dtype takes float32, float16, bfloat16 (a comma list, or all); --op takes
 softmax, log_softmax, softmax_backward, log_softmax_backward (a comma list, or
-all; forward, backward).  The defaults, float32 softmax, are the headline's.
+all; forward, backward), and the loss ops cross_entropy (each row's loss, against
+one read of the logits) and cross_entropy_grad (the loss and the gradient of the
+logits, against a copy) (loss: both).  The defaults, float32 softmax, are the
+headline's.
 
 Exit status: one meaning each, the EXIT_* constants below (EXIT_STATUSES is
 the table that --help prints).
@@ -34,7 +37,7 @@ import sys
 from pathlib import Path
 
 from ..device import device_info, require_device
-from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, OPS, kernel_defines
+from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, LOSS_OPS, OPS, kernel_defines
 from . import bench, records, report
 from . import candidates as cat
 from . import context as ctx
@@ -196,13 +199,14 @@ def _dtype_op(p: argparse.ArgumentParser, several: bool) -> None:
         p.add_argument("--dtype", type=_list(DTYPES, {"all": tuple(DTYPES)}), default=("float32",),
                        metavar="DTYPE,...", help="element types: " + ", ".join(DTYPES) + " or all "
                        "(halves are made with torch) (default: float32)")
-        p.add_argument("--op", type=_list(ALL_OPS, {"all": ALL_OPS, "forward": OPS,
-                                                    "backward": BACKWARD_OPS}),
+        p.add_argument("--op", type=_list(ALL_OPS + LOSS_OPS, {"all": ALL_OPS, "forward": OPS,
+                                                               "backward": BACKWARD_OPS, "loss": LOSS_OPS}),
                        default=("softmax",), metavar="OP,...",
-                       help=f"ops: {', '.join(ALL_OPS)}, or all, forward, backward (default: softmax)")
+                       help=f"ops: {', '.join(ALL_OPS + LOSS_OPS)}, or all (the softmax ops), forward, backward, "
+                            "loss (both cross-entropy ops) (default: softmax)")
     else:
         p.add_argument("--dtype", choices=tuple(DTYPES), default="float32", help="element type")
-        p.add_argument("--op", choices=ALL_OPS, default="softmax", help="the op")
+        p.add_argument("--op", choices=ALL_OPS + LOSS_OPS, default="softmax", help="the op")
 
 
 def _list(known, groups):

@@ -158,8 +158,7 @@ def bench_panels(doc: dict, path=None, profile_doc: dict | None = None) -> Figur
 
 
 def _op_title(run: dict) -> str:
-    return {"softmax": "softmax", "log_softmax": "log_softmax", "softmax_backward": "softmax backward",
-            "log_softmax_backward": "log_softmax backward"}[pair(run)[1]]
+    return pair(run)[1].replace("_backward", " backward").replace("cross_entropy_grad", "cross-entropy and gradient")
 
 
 def _draw_bench(ax, run: dict, profile_run: dict | None, label_floor: bool = True) -> dict:

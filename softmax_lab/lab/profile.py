@@ -311,7 +311,7 @@ def child(name: str, rows: int, cols: int, calls: int, result: Path, dtype: str 
 
     try:
         dev = device_info(require_device())
-        from .bench import make_arrays
+        from .bench import make_arrays, prepare
 
         c = next(c for c in cat.candidates(dtype, op) if c.name == name)
         needs_torch = c.kind == "library" or c.name.startswith("floor.torch") or dtype != "float32"
@@ -322,7 +322,7 @@ def child(name: str, rows: int, cols: int, calls: int, result: Path, dtype: str 
             return done("skipped", reason)
         with cupy.cuda.Stream(non_blocking=True):  # as the benchmark runs them (torch joins this stream)
             arrays = make_arrays(rows, cols, dtype, op, 0, torch)
-            prep = cat.prepare(c, arrays, dev, torch)
+            prep = prepare(c, arrays, dev, torch)
             prep.call()  # compiles and warms up, outside the profiled range
             cupy.cuda.runtime.deviceSynchronize()
             cupy.cuda.runtime.profilerStart()

@@ -51,7 +51,10 @@ def format_traffic(rows: int, cols: int, copy_ms: float | None = None, dev=None,
 
 
 def floor_word(op: str) -> str:
-    """What times are set against: "copy" for a forward op, "floor" for a backward one."""
+    """What times are set against: "copy" for a forward op (and a loss with its gradient),
+    "floor" for a backward one, "read" for a loss alone."""
+    if op == "cross_entropy":
+        return "read"
     return "floor" if cat.is_backward(op) else "copy"
 
 
@@ -66,7 +69,7 @@ def format_run(run: dict) -> str:
     head = f"{run_label(run)}: {run['data_bytes'] / 1e9:.2f} GB per tensor, {run['l2_multiple']:.1f}x the L2"
     copy = run["copy"]
     if copy:
-        what = "copy ceiling" if word == "copy" else "floor (two reads, one write)"
+        what = {"copy": "copy ceiling", "read": "floor (one read)"}.get(word, "floor (two reads, one write)")
         head += f"; {what} {copy['name']}: {copy['median_ms']:.3f} ms, {copy['useful_gbps']:.0f} GB/s"
     err = "rel err" if run["dtype"] == "float32" else "ulp err"
     columns = (f"{'candidate':<26} {'median ms':>10} {'min..max ms':>17} {'spread':>7} {'x ' + word:>8} "
@@ -107,7 +110,7 @@ def format_run(run: dict) -> str:
 
 
 def best_peer(run: dict) -> dict | None:
-    """The timed peer of the run's op (torch, torch.compile, quack) with the lowest time / floor."""
+    """The timed peer of the run's op (torch, torch.compile, quack, Liger) with the lowest time / floor."""
     peers = [r for r in run["candidates"] if r["name"] in PEERS and r["vs_copy_time"]]
     return min(peers, key=lambda r: r["vs_copy_time"], default=None)
 
@@ -162,7 +165,7 @@ def format_grid(doc: dict) -> str:
 
 def dtype_op_rows(doc: dict) -> list[dict]:
     """One row per run: shape, dtype, op, the floor's name and ms, auto / floor, and
-    for each peer role (torch, compile, quack) its time / floor, or None with why
+    for each peer role (torch, compile, quack, liger) its time / floor, or None with why
     (the status and reason; "-" where the op has no such peer)."""
     out = []
     for run in doc["runs"]:
@@ -182,11 +185,12 @@ def dtype_op_rows(doc: dict) -> list[dict]:
 def format_dtype_op_table(doc: dict) -> str:
     """The table by dtype and op: time / floor (a copy of the same bytes forward, a
     two-read, one-write add backward) for auto and each peer, from one document."""
-    roles = ("auto",) + cat.ROLES
+    rows = dtype_op_rows(doc)
+    roles = ("auto",) + tuple(r for r in cat.ROLES if any(r in row["cells"] for row in rows))  # the docs' ops' peers
     lines = [f"{'shape':>17} {'dtype':<9} {'op':<21} {'floor (ms)':<27} " + " ".join(f"{r:>8}" for r in roles),
              "time / floor; forward: floor = a copy of the same bytes, backward: a two-read, one-write add; "
              "'-': no such peer; 'skip'/'fail': see the run's table"]
-    for row in dtype_op_rows(doc):
+    for row in rows:
         floor = f"{row['floor']} ({row['floor_ms']:.3f})" if row["floor"] else "none timed"
         cells = []
         for role in roles:
