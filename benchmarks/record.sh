@@ -20,6 +20,7 @@
 #                                                #   of its logits (an LM head), interleaved rounds, clocks and power
 #   bash benchmarks/record.sh liger loss         # loss.json .log .txt: cross_entropy and cross_entropy_grad, bf16
 #                                                #   and fp32, the vocabularies, against their floors and peers
+#   bash benchmarks/record.sh profile-loss       # loss_profile.json .log: ncu's passes of cross_entropy_grad, bf16
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
@@ -82,6 +83,12 @@ for stage in "$@"; do
         --shape 32x128256 --shape 1000x100003 -o "$OUT/loss.json" > "$OUT/loss.log" 2>&1
       echo "loss rc=$?"
       lab report --table "$OUT/loss.json" | tee "$OUT/loss.txt" ;;
+    profile-loss)
+      timeout 560 python3 -m softmax_lab profile --op cross_entropy_grad --dtype bfloat16 --shape 4096x128256 \
+        -o "$OUT/loss_profile.json" > "$OUT/loss_profile.log" 2>&1
+      echo "profile-loss rc=$?"
+      python3 -c "import sys; from softmax_lab.lab import profile; print(profile.format_passes(profile.load(sys.argv[1])))" \
+        "$OUT/loss_profile.json" ;;
     bench)
       timeout 480 python3 -m softmax_lab bench --no-progress -o "$OUT/bench.json" > "$OUT/bench.log" 2>&1
       echo "bench rc=$?"
@@ -165,7 +172,7 @@ print('ran', sys.argv[1])
     gpu-tests)
       timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tail -n 6 ;;
     *)
-      echo "unknown stage $stage (info quack-a quack-b liger loss bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
+      echo "unknown stage $stage (info quack-a quack-b liger loss profile-loss bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
            "sweep-bf16 table table-vocab context notebooks gpu-tests)"; exit 2 ;;
   esac
 done

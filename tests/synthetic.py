@@ -8,7 +8,7 @@ import pytest
 
 from softmax_lab.lab import bench, records
 from softmax_lab.lab import candidates as cat
-from softmax_lab.problem import ALL_OPS, DTYPES
+from softmax_lab.problem import ALL_OPS, DTYPES, LOSS_OPS
 
 DEVICE = {"name": "Synthetic H200", "compute_capability": 90, "sm_count": 132, "l2_bytes": 60 * 2**20}
 VERSIONS = {"driver": "12.8", "runtime": "12.9", "python": "3.11", "cupy": "14.2.0", "numpy": "2.4.6",
@@ -19,7 +19,8 @@ GBPS = {"auto": 4000, "copy.memcpy": 4300, "copy.elementwise": 4100, "copy.float
         "three_pass": 3700, "cupyx.softmax": 2500, "torch.softmax": 3700,
         "torch.compile": 3800, "quack.softmax": 3900, "floor.torch_add": 4200, "floor.cupy_add": 4100,
         "torch.log_softmax": 3700, "torch.softmax_backward": 3600, "torch.log_softmax_backward": 3700,
-        "quack.softmax_backward": 3900}
+        "quack.softmax_backward": 3900, "read.words": 4300, "torch.cross_entropy": 3500, "quack.cross_entropy": 3900,
+        "liger.cross_entropy": 3800}
 OTHER_VARIANT_GBPS = 3800
 
 
@@ -29,14 +30,16 @@ def run(rows: int, cols: int, names=None, group=None, repeats: int = 20, seed: i
     recs = []
     kw = {"dtype": dtype, "op": op}
     for c in cat.select(names, dtype=dtype, op=op):
-        if c.name == "auto":  # as bench does for a device that picks single_read
+        if c.name == "auto" and op in LOSS_OPS:
+            pass
+        elif c.name == "auto":  # as bench does for a device that picks single_read
             c = cat.Candidate("auto", "variant", c.reads, 1, "variant='auto' picks single_read")
         if c.kind == "host":
             if c.name == "host.torch.softmax" and not torch:
                 recs.append(records.record(c, *cat.HOST_SHAPE, status="skipped", reason="torch is not importable"))
             else:
                 recs.append(records.record(c, *cat.HOST_SHAPE, host_us=list(10 + rng.random(100))))
-        elif (c.name.startswith(("torch.", "quack.", "floor.torch")) or dtype != "float32") and not torch:
+        elif (c.name.startswith(("torch.", "quack.", "liger.", "floor.torch")) or dtype != "float32") and not torch:
             recs.append(records.record(c, rows, cols, status="skipped", reason="torch is not importable", **kw))
         elif c.name.startswith("quack.") and cols > 400_000:
             recs.append(records.record(c, rows, cols, status="failed",
@@ -50,7 +53,7 @@ def run(rows: int, cols: int, names=None, group=None, repeats: int = 20, seed: i
             check = {"rows": bench.check_rows(rows), "poisoned": "the out buffer", "relative_error": err,
                      "calls": [{"after": "the first call", "relative_error": err, "row_sum_error": 1e-7},
                                {"after": "the last timed call", "relative_error": err, "row_sum_error": 1e-7}]}
-            if dtype != "float32":
+            if dtype != "float32" and op not in LOSS_OPS:
                 check["ulp_error"] = 0.0 if c.kind == "copy" else 0.6
                 for call in check["calls"]:
                     call["ulp_error"] = check["ulp_error"]
@@ -80,17 +83,19 @@ def validate(doc: dict, name: str = "results_schema.json") -> None:
 
 
 FORWARD_BF16 = [("bfloat16", "softmax"), ("bfloat16", "log_softmax")]
+LOSSES = [(d, o) for d in ("bfloat16", "float32") for o in LOSS_OPS]
 BACKWARD = [(d, o) for d in ("bfloat16", "float32") for o in ("softmax_backward", "log_softmax_backward")]
 
 
 def write(directory, torch: bool = False, dtypes_ops: bool = False) -> tuple:
     """results/-like files bench.json and sweep.json in `directory` (with dtypes_ops,
-    also bench_bf16.json, bench_backward.json, sweep_bf16.json and dtype_op.json,
-    as record.sh's stages name them); their paths."""
+    also bench_bf16.json, bench_backward.json, sweep_bf16.json, dtype_op.json and the
+    loss ops' loss.json, as record.sh's stages name them); their paths."""
     paths = tuple(records.save(document(kind, torch), directory / f"{kind}.json") for kind in ("bench", "sweep"))
     if dtypes_ops:
         every = [(d, o) for d in ("float32", "float16", "bfloat16") for o in ALL_OPS]
         for name, kind, pairs in (("bench_bf16", "bench", FORWARD_BF16), ("bench_backward", "bench", BACKWARD),
-                                  ("sweep_bf16", "sweep", FORWARD_BF16[:1]), ("dtype_op", "bench", every)):
+                                  ("sweep_bf16", "sweep", FORWARD_BF16[:1]), ("dtype_op", "bench", every),
+                                  ("loss", "bench", LOSSES)):
             paths += (records.save(document(kind, torch, pairs), directory / f"{name}.json"),)
     return paths

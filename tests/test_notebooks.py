@@ -82,9 +82,9 @@ def stored_output_problems(path: Path, results: Path) -> list[str]:
     return problems
 
 
-def test_there_are_five_notebooks_stored_without_outputs_or_executed_whole():
+def test_there_are_six_notebooks_stored_without_outputs_or_executed_whole():
     assert NAMES == ["01_traffic_model.ipynb", "02_variants.ipynb", "03_bandwidth.ipynb",
-                     "04_hardware_counts.ipynb", "05_dtypes_and_ops.ipynb"]
+                     "04_hardware_counts.ipynb", "05_dtypes_and_ops.ipynb", "06_cross_entropy.ipynb"]
     for path in NOTEBOOKS:
         text = path.read_text()
         assert "SOFTMAX_LAB_" not in text and "os.environ" not in text, path.name  # no environment variables
@@ -137,6 +137,8 @@ def test_notebook_runs_on_the_recorded_results(path, monkeypatch):
     text = execute(path, monkeypatch)
     if path.name == "05_dtypes_and_ops.ipynb":  # recorded or not, it looks beside notebooks/
         assert "results/dtype_op.json" in text
+    elif path.name == "06_cross_entropy.ipynb":
+        assert "results/loss.json" in text
     elif path.name != "04_hardware_counts.ipynb" or (ROOT / "results" / "profile.json").is_file():
         assert "(results/" in text  # the folder beside notebooks/, named without this checkout's path
 
@@ -161,6 +163,9 @@ def test_notebook_runs_on_synthetic_results(path, monkeypatch, tmp_path):
         assert text.count("Recorded on Synthetic H200") == 4
         assert "bfloat16  log_softmax_backward" in text and "x floor" in text and "dtype op" in text
         assert "bfloat16 softmax (3.22 GB per tensor)" in text
+    if path.name == "06_cross_entropy.ipynb":
+        assert "bfloat16 cross_entropy_grad" in text and "liger" in text and "quack.cross_entropy" in text
+        assert "No recorded profile of the loss ops" in text
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=NAMES)
@@ -174,3 +179,6 @@ def test_notebook_says_plainly_when_nothing_is_recorded(path, monkeypatch, tmp_p
     if path.name == "05_dtypes_and_ops.ipynb":
         assert "No recorded dtype_op results" in text and "bash benchmarks/record.sh table" in text
         assert "No recorded sweep_bf16 results" in text and "floor.torch_add" in text  # the traffic model still
+    if path.name == "06_cross_entropy.ipynb":
+        assert "No recorded loss results" in text and "bash benchmarks/record.sh liger loss" in text
+        assert "torch.cross_entropy" in text and "read.words" in text  # the traffic model still
