@@ -39,6 +39,7 @@ from .arrays import (
     ArrayView,
     CallPlan,
     check_axis,
+    check_same_device,
     current_stream,
     describe,
     device_of,
@@ -214,10 +215,7 @@ def _softmax(x, axis, variant: str, out, stream, op: str = "softmax", g=None):
     _check_like(xv, gv, ov, name)
     axis = _check_shapes(xv, gv, ov, axis, name)
     device = device_of(xv)
-    for a, what in ((gv, "dy"), (ov, "out")):
-        a_device = device_of(a) if a is not None and a.size else device
-        if a_device != device:
-            raise ValueError(f"{what} is on device {a_device}, but {name} is on device {device}")
+    check_same_device(device, ((gv, "dy"), (ov, "out")), name)
     run_stream = resolve_stream(stream, xv, device)
     for a in (xv, gv, ov):
         wait_for_producer(a, run_stream, device)

@@ -8,6 +8,7 @@ on random layouts with a fake device."""
 
 from __future__ import annotations
 
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -336,6 +337,33 @@ def wait_for_producer(a: ArrayView | None, stream, device: int) -> None:
             event = cupy.cuda.Event(disable_timing=True)
             event.record(external_stream(int(producer), device))
             stream.wait_event(event)
+
+
+def check_same_device(device: int, others, name: str) -> None:
+    """ValueError if any non-empty array of `others` ((ArrayView or None, what) pairs) is
+    on a device other than `device`, that of the array called `name`."""
+    for a, what in others:
+        a_device = device_of(a) if a is not None and a.size else device
+        if a_device != device:
+            raise ValueError(f"{what} is on device {a_device}, but {name} is on device {device}")
+
+
+class LauncherCache:
+    """Launchers by key, each made once (make(key) under a lock on a miss) and then
+    looked up without one."""
+
+    def __init__(self):
+        self._hits: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key, make):
+        hit = self._hits.get(key)
+        if hit is None:
+            with self._lock:
+                hit = self._hits.get(key)
+                if hit is None:
+                    hit = self._hits[key] = make(key)
+        return hit
 
 
 def device_of(a: ArrayView) -> int:

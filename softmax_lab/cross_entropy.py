@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import threading
 
 import cupy
 import numpy as np
@@ -24,6 +23,8 @@ from .arrays import (
     DTYPE_NAMES,
     SUPPORTED,
     ArrayView,
+    LauncherCache,
+    check_same_device,
     describe,
     device_of,
     dtype_name,
@@ -40,20 +41,13 @@ from .variants.resources import LINE_BYTES
 
 _FLOAT32 = np.dtype(np.float32)
 _TARGET_DTYPES = {"int32": 4, "int64": 8}
-_launchers: dict[tuple, LossLauncher] = {}
-_launchers_lock = threading.Lock()
+_launchers = LauncherCache()
 
 
-def _launcher(shape: Shape, device: int, target_bytes: int) -> LossLauncher:
-    key = (device, shape, target_bytes)
-    hit = _launchers.get(key)
-    if hit is None:
-        with _launchers_lock:
-            hit = _launchers.get(key)
-            if hit is None:
-                dev = device_info(device)
-                hit = _launchers[key] = cross_entropy_launch(shape, dev, cross_entropy_plan(shape, dev), target_bytes)
-    return hit
+def _make_launcher(key: tuple) -> LossLauncher:
+    device, shape, target_bytes = key
+    dev = device_info(device)
+    return cross_entropy_launch(shape, dev, cross_entropy_plan(shape, dev), target_bytes)
 
 
 def cross_entropy(logits, target, *, ignore_index: int = -100, reduction: str = "mean",
@@ -118,10 +112,7 @@ def cross_entropy(logits, target, *, ignore_index: int = -100, reduction: str = 
     rows, vocab = xv.shape
     tv = _describe_target(target, rows)
     device = device_of(xv)
-    for a, what in ((tv, "target"), (gv, "grad_out")):
-        a_device = device_of(a) if a is not None and a.size else device
-        if a_device != device:
-            raise ValueError(f"{what} is on device {a_device}, but logits are on device {device}")
+    check_same_device(device, ((tv, "target"), (gv, "grad_out")), "logits")
     run_stream = resolve_stream(stream, xv, device)
     for a in (xv, tv, gv):
         wait_for_producer(a, run_stream, device)
@@ -159,7 +150,7 @@ def _run(logits, xv: ArrayView, tv: ArrayView, grad_out, gv: ArrayView | None, o
                 grad_ptr, ld_grad = grad_buffer.data.ptr, plan.cols
         shape = Shape(plan.rows, plan.cols, plan.ld_x, ld_grad or plan.cols, x_ptr % LINE_BYTES,
                       grad_ptr % 16, xv.dtype.itemsize, DTYPE_NAMES[xv.dtype])
-        launch = _launcher(shape, device, tv.dtype.itemsize)
+        launch = _launchers.get((device, shape, tv.dtype.itemsize), _make_launcher)
         launch(dataclasses.replace(buffers, x=x_ptr, grad=grad_ptr, ld_grad=ld_grad), options, stream)
         if grad_buffer is not None:
             with stream:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 
 import cupy
 import numpy as np
@@ -21,6 +20,7 @@ from .api import _as_cupy, _from_dlpack, _input_ptr, _new_output
 from .arrays import (
     DTYPE_NAMES,
     SUPPORTED,
+    LauncherCache,
     check_axis,
     describe,
     device_of,
@@ -36,20 +36,13 @@ from .variants.multi_block import RowStatsLauncher, row_stats_launch, row_stats_
 from .variants.resources import LINE_BYTES
 
 _FLOAT32 = np.dtype(np.float32)
-_launchers: dict[tuple, RowStatsLauncher] = {}
-_launchers_lock = threading.Lock()
+_launchers = LauncherCache()
 
 
-def _launcher(shape: Shape, device: int) -> RowStatsLauncher:
-    key = (device, shape)
-    hit = _launchers.get(key)
-    if hit is None:
-        with _launchers_lock:
-            hit = _launchers.get(key)
-            if hit is None:
-                dev = device_info(device)
-                hit = _launchers[key] = row_stats_launch(shape, dev, row_stats_plan(shape, dev))
-    return hit
+def _make_launcher(key: tuple) -> RowStatsLauncher:
+    device, shape = key
+    dev = device_info(device)
+    return row_stats_launch(shape, dev, row_stats_plan(shape, dev))
 
 
 def logsumexp(x, axis: int = -1, *, return_max: bool = False, stream=None):
@@ -106,7 +99,7 @@ def logsumexp(x, axis: int = -1, *, return_max: bool = False, stream=None):
                 x_ptr = _input_ptr(x, xv, plan, memory)
                 shape = Shape(plan.rows, plan.cols, plan.ld_x, 0, x_ptr % LINE_BYTES, 0, xv.dtype.itemsize,
                               DTYPE_NAMES[xv.dtype])
-                _launcher(shape, device)(x_ptr, lse_ptr, max_ptr, run_stream)
+                _launchers.get((device, shape), _make_launcher)(x_ptr, lse_ptr, max_ptr, run_stream)
     return (lse, row_max) if return_max else lse
 
 

@@ -16,7 +16,7 @@ from ..device import DeviceInfo
 from ..problem import Shape, kernel_defines
 from ..scratch import CallMemory
 from .base import ptr
-from .multi_block import MULTI_BLOCK_MAX_GRID, MultiBlockPlan, row_stats_plan
+from .multi_block import MultiBlockPlan, chunk_grids, row_stats_plan
 
 ONE_BLOCK = 1024  # threads of the one-block kernels (the count and the total)
 ROW_THREADS = 256  # threads of cross_entropy_rows' block per row
@@ -64,9 +64,7 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, plan: MultiBlockPlan, ta
     get = lambda entry: loader.get_kernel("cross_entropy.cu", entry, defines, device_id=dev.id).kernel
     count_k, partials_k, rows_k = get("cross_entropy_count"), get("cross_entropy_partials"), get("cross_entropy_rows")
     grad_k, total_k = get("cross_entropy_grad"), get("cross_entropy_total")
-    chunks = plan.chunks(shape)
-    items = shape.rows * chunks
-    item_grid, row_grid = (min(items, MULTI_BLOCK_MAX_GRID),), (min(shape.rows, MULTI_BLOCK_MAX_GRID),)
+    chunks, item_grid, row_grid = chunk_grids(shape, plan)
     rows, cols, ld_x = np.int64(shape.rows), np.int64(shape.cols), np.int64(shape.ld_x)
     n_chunk_vecs, n_chunks = np.int64(plan.chunk_vecs), np.int64(chunks)
 
@@ -78,7 +76,7 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, plan: MultiBlockPlan, ta
             if mean:
                 count_k((1,), (ONE_BLOCK,), (ptr(out.target), rows, ld_t, ignore, np.int32(1), scale),
                         stream=stream)
-            partials = memory.empty((items, 3), cupy.float32)
+            partials = memory.empty((shape.rows * chunks, 3), cupy.float32)
             loss_rows = ptr(out.loss_rows) if out.loss_rows else memory.empty(shape.rows, cupy.float32)
             row_grad = memory.empty((shape.rows, 4), cupy.float32) if out.grad else ptr(0)
             partials_k(item_grid, (plan.threads,), (ptr(out.x), rows, cols, ld_x, n_chunk_vecs, n_chunks, partials),

@@ -100,21 +100,26 @@ def row_stats_plan(shape: Shape, dev: DeviceInfo) -> MultiBlockPlan:
 RowStatsLauncher = Callable[[int, int, int, cupy.cuda.Stream], None]  # (x, lse, max, stream)
 
 
+def chunk_grids(shape: Shape, plan: MultiBlockPlan) -> tuple[int, tuple[int], tuple[int]]:
+    """(chunks a row, the grid of the per-chunk kernels, the grid of the per-row ones) of the
+    row statistics' launches: a block an item, up to MULTI_BLOCK_MAX_GRID (grid-stride beyond)."""
+    chunks = plan.chunks(shape)
+    return chunks, (min(shape.rows * chunks, MULTI_BLOCK_MAX_GRID),), (min(shape.rows, MULTI_BLOCK_MAX_GRID),)
+
+
 def row_stats_launch(shape: Shape, dev: DeviceInfo, plan: MultiBlockPlan) -> RowStatsLauncher:
     """launcher(x_ptr, lse_ptr, max_ptr, stream): float32 lse and max of each row of x, at
     lse_ptr and max_ptr (rows consecutive floats each); max_ptr 0 where the max is not wanted."""
     defines = kernel_defines(shape.dtype, "softmax")
     get = lambda entry: loader.get_kernel("multi_block.cu", entry, defines, device_id=dev.id).kernel
     partials_k, stats_k = get("multi_block_partials"), get("multi_block_row_stats")
-    chunks = plan.chunks(shape)
-    items = shape.rows * chunks
-    item_grid, row_grid = (min(items, MULTI_BLOCK_MAX_GRID),), (min(shape.rows, MULTI_BLOCK_MAX_GRID),)
+    chunks, item_grid, row_grid = chunk_grids(shape, plan)
     rows, cols, ld_x = np.int64(shape.rows), np.int64(shape.cols), np.int64(shape.ld_x)
     n_chunk_vecs, n_chunks = np.int64(plan.chunk_vecs), np.int64(chunks)
 
     def launch(x: int, lse: int, row_max: int, stream) -> None:
         with CallMemory(stream) as memory:
-            partials = memory.empty((items, 2), cupy.float32)
+            partials = memory.empty((shape.rows * chunks, 2), cupy.float32)
             max_out = ptr(row_max) if row_max else memory.empty(shape.rows, cupy.float32)
             partials_k(item_grid, (plan.threads,), (ptr(x), rows, cols, ld_x, n_chunk_vecs, n_chunks, partials),
                        stream=stream)
