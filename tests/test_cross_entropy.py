@@ -94,11 +94,14 @@ def _emulated(x, t, reduction="mean", smoothing=0.0, z=0.0, ignore_index=-100, m
 
 
 def _close(got, want, rtol, atol=0.0):
+    """|got - want| <= rtol |want| + atol elementwise (atol broadcast to want's shape: one a
+    row), NaN and infinities where want has them."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     inf = np.isinf(want)
     np.testing.assert_array_equal(got[inf], want[inf])
     finite = np.isfinite(want)
+    atol = np.broadcast_to(np.asarray(atol, np.float64), want.shape)[finite]
     err = np.abs(got[finite] - want[finite]) - rtol * np.abs(want[finite]) - atol
     assert err.size == 0 or err.max() <= 0, (err.max(), np.argmax(err))
 
