@@ -99,7 +99,7 @@ def prepare_loss(c: Candidate, x, t, out, op: str, dev, torch=None) -> Prepared:
             leaf.grad = None
             loss = fn(leaf, tt)
             loss.backward(ones)  # an incoming 1 a row: the gradient of the rows' sum
-            return loss, leaf.grad
+            return loss.detach(), leaf.grad
 
     def poison():  # torch's outputs are allocated: a NaN block of the output's size left in its cache
         with torch.cuda.stream(ts):
