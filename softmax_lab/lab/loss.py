@@ -133,7 +133,7 @@ def _torch_loss(name: str, torch, grad: bool):
             # Liger writes the gradient over x where x requires grad (x: the candidate's own copy)
             loss, *_, out = cross_entropy_forward(x.requires_grad_() if grad else x, t, None, -100, 0.0, 0.0,
                                                   "none", None, False)
-            return (loss, out) if grad else loss
+            return (loss.detach(), out.detach()) if grad else loss.detach()  # the check reads them as arrays
 
         return liger
     raise ValueError(f"no way to run candidate {name!r}")
