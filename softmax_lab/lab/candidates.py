@@ -278,8 +278,8 @@ def skip_reason(c: Candidate, cols: int, dev: DeviceInfo, torch_reason: str | No
 def _loss_skip_reason(c: Candidate, cols: int, dtype: str, torch_reason, quack_reason) -> str | None:
     if (dtype != "float32" or c.kind == "library") and torch_reason:
         return torch_reason
-    if c.name in ("read.words", "copy.float4") and cols * DTYPES[dtype] % 4:
-        return f"kernels/copy.cu and read.cu move 4-byte words; a row of {cols} {dtype} is not a whole number of them"
+    if c.name == "copy.float4" and cols * DTYPES[dtype] % 4:
+        return f"kernels/copy.cu moves 4-byte words; a row of {cols} {dtype} is not a whole number of them"
     if c.name.startswith("quack."):
         if quack_reason:
             return quack_reason

@@ -106,7 +106,7 @@ def prepare_loss(c: Candidate, x, t, out, op: str, dev, torch=None) -> Prepared:
             torch.full_like(xt, float("nan"))
 
     def again():
-        with torch.cuda.stream(ts):
+        with torch.cuda.stream(ts), torch.no_grad():  # own requires grad once Liger has run on it
             own.copy_(xt)
         return call()
 
@@ -153,7 +153,7 @@ def _read_words(xv, dev) -> Prepared:
 
     if xv.nbytes % 4 or xv.data.ptr % 16:
         raise ValueError("read.words reads 16-byte aligned 4-byte words")
-    words = xv.view(cupy.uint32).reshape(-1)
+    words = xv.reshape(-1).view(cupy.uint32)  # the whole tensor's words (rows of odd halves too)
     kernel = loader.get_kernel("read.cu", "read_words", device_id=dev.id)
     threads = 256
     grid = max(1, min(-(-(words.size // 4) // threads), dev.sm_count * 8))
