@@ -72,6 +72,7 @@ GRID_FEW_ROWS = (32, 132)
 GRID_ELEMENTS = 2**29  # 2 GiB of float32 per tensor
 GRID_EXTRA = ((512, 100003), (1024, 1048576))  # shapes of issue 7's table not on the grid
 GRID_MAX_BYTES = 4 * 2**30  # no tensor larger, whatever the device's memory
+EXPLICIT = object()  # the group of a shape the sweep was given without one
 
 
 def grid_shapes(cols=GRID_COLS, few_rows=GRID_FEW_ROWS, elements: int = GRID_ELEMENTS,
@@ -256,7 +257,7 @@ def run_sweep(shapes=None, *, names=None, repeats: int = REPEATS, warmup: int = 
     default; never the host candidates).  checkpoint(document so far), when given,
     is called after each run (the CLI saves it, so a run cut short by a time limit
     still leaves its shapes).  clocks: as run_bench's."""
-    shapes = grid_shapes() if shapes is None else [tuple(s) if len(s) == 3 else (*s, None) for s in shapes]
+    shapes = grid_shapes() if shapes is None else [tuple(s) if len(s) == 3 else (*s, EXPLICIT) for s in shapes]
     return _run("sweep", shapes, names, "grid", dtypes, ops, repeats, warmup, seed, 0, progress, command, fit=True,
                 checkpoint=checkpoint, clocks=clocks)
 
@@ -294,6 +295,7 @@ def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_
     for d, o in pairs:
         cat.check_dtype_op(d, o)
     dev = device_info(require_device())
+    shapes = [(r, c, records.shape_group(r, dev.sm_count) if g is EXPLICIT else g) for r, c, g in shapes]
     torch, torch_reason = cat.torch_status()
     chosen = {p: _chosen(names, default, *p, hosts=bool(host_calls)) for p in pairs}
     quack_reason = (cat.quack_status() if any(c.name.startswith("quack.") for cs in chosen.values() for c in cs)

@@ -78,6 +78,12 @@ def make_run(rows: int, cols: int, records: list[dict], l2_bytes: int, group: st
             "l2_multiple": data_bytes / l2_bytes, "copy": ceiling, "candidates": records}
 
 
+def shape_group(rows: int, sm_count: int) -> str:
+    """The group of a sweep's shape given without one (the figures' panels): whether its
+    rows fill the device's SMs."""
+    return "fewer rows than SMs" if rows < sm_count else "a row an SM or more"
+
+
 def device_record(dev) -> dict:
     """What a document records of the device it ran on (a DeviceInfo)."""
     return {"name": dev.name, "compute_capability": dev.compute_capability, "sm_count": dev.sm_count,
@@ -157,6 +163,10 @@ def load(path) -> dict:
         doc = upgrade_v1(doc)
     if doc["schema"] == OLD_SCHEMAS[1]:
         doc = upgrade_v2(doc)
+    if doc["kind"] == "sweep":  # shapes given without a group, recorded before shape_group named them
+        for run in doc["runs"]:
+            if run.get("group") is None:
+                run["group"] = shape_group(run["shape"][0], doc["device"]["sm_count"])
     return doc
 
 
