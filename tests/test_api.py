@@ -5,18 +5,11 @@ import textwrap
 
 import numpy as np
 import pytest
+from row_inputs import FakeGpuArray
 from sanitizer import run_sanitized
 
 import softmax_lab
 from softmax_lab.reference import relative_error, softmax_reference
-
-
-class FakeGpuArray:
-    """Carries a __cuda_array_interface__ but no memory: enough for the checks
-    that must fail before anything touches a GPU."""
-
-    def __init__(self, shape, typestr="<f4"):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (1 << 30, False), "version": 3}
 
 
 # ------------------------------------------------------------------ no GPU

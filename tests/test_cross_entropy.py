@@ -7,18 +7,12 @@ import textwrap
 import numpy as np
 import pytest
 from emulate import cross_entropy_row
+from row_inputs import FakeGpuArray, random_rows
 from sanitizer import run_sanitized
 
 import softmax_lab
 from softmax_lab.problem import DTYPES
 from softmax_lab.reference import cross_entropy_reference
-
-
-class FakeGpuArray:
-    """A __cuda_array_interface__ and no memory: for the checks made before any device."""
-
-    def __init__(self, shape, typestr="<f4"):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (1 << 30, False), "version": 3}
 
 
 LOGITS = FakeGpuArray((4, 50))
@@ -191,16 +185,6 @@ def _check(x, t, got, *, reduction="mean", smoothing=0.0, z=0.0, ignore_index=-1
         _close(g, want["grad"], GRAD_RTOL[dtype], 4e-7 * scale + (6e-8 if dtype == "float16" else 0))
 
 
-def _random(shape, dtype="float32", scale=3.0, seed=0):
-    """float32 or float16 as CuPy, bfloat16 as torch."""
-    cp = _cupy()
-    x = cp.random.default_rng(seed).standard_normal(shape, dtype=cp.float32) * scale
-    if dtype == "bfloat16":
-        torch = _torch()
-        return torch.from_dlpack(x).to(torch.bfloat16)
-    return x.astype(dtype)
-
-
 def _targets(rows, vocab, like, dtype="int64", seed=0, ignored=0.2):
     rng = np.random.default_rng(seed)
     t = rng.integers(0, vocab, rows)
@@ -222,7 +206,7 @@ SHAPES = [(1, 1), (3, 7), (1, 32000), (5, 50257), (2, 100003), (8, 151936), (64,
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_against_float64(shape, dtype):
-    x = _random(shape, dtype, seed=shape[0] + shape[1])
+    x = random_rows(shape, dtype, seed=shape[0] + shape[1])
     t = _targets(*shape, x, seed=shape[1])
     grad = x.clone() if dtype == "bfloat16" else x.copy()
     grad.fill_(float("nan")) if dtype == "bfloat16" else grad.fill(np.nan)  # poisoned
@@ -235,7 +219,7 @@ def test_against_float64(shape, dtype):
 @pytest.mark.parametrize("smoothing, z", [(0.0, 0.0), (0.1, 0.0), (0.0, 1e-4), (0.2, 1e-3)])
 @pytest.mark.parametrize("target_dtype", ["int64", "int32"])
 def test_every_option(reduction, smoothing, z, target_dtype):
-    x = _random((37, 50257), "float32", seed=3)
+    x = random_rows((37, 50257), "float32", seed=3)
     t = _targets(37, 50257, x, target_dtype, seed=4)
     grad = _cupy().full(x.shape, np.nan, np.float32)
     loss = softmax_lab.cross_entropy(x, t, reduction=reduction, label_smoothing=smoothing, z_loss=z, grad_out=grad)
@@ -250,7 +234,7 @@ def test_every_option(reduction, smoothing, z, target_dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_gradient_over_the_logits_themselves(dtype):
-    x = _random((6, 100003), dtype, seed=11)
+    x = random_rows((6, 100003), dtype, seed=11)
     t = _targets(6, 100003, x, seed=12)
     kept = x.clone() if dtype == "bfloat16" else x.copy()
     loss = softmax_lab.cross_entropy(x, t, label_smoothing=0.1, z_loss=1e-4, grad_out=x)
@@ -263,15 +247,15 @@ def test_views_strides_and_layouts():
     without uniform rows written through a buffer, targets at a stride."""
     cp = _cupy()
     for offset in (1, 2, 3, 5):
-        base = _random((7, 70001 + 8), "float32", seed=offset)
+        base = random_rows((7, 70001 + 8), "float32", seed=offset)
         x = base[:, offset:offset + 70001]
         tt = _targets(14, 70001, x, seed=offset)[::2]
         g = cp.full((7, 70001 + 8), np.nan, np.float32)[:, 8 - offset:8 - offset + 70001]
         _check(x, tt, softmax_lab.cross_entropy(x, tt, grad_out=g), grad=g)
-        xh = _random((7, 9000), "float16", seed=offset)[:, offset:]
+        xh = random_rows((7, 9000), "float16", seed=offset)[:, offset:]
         th = _targets(7, 9000 - offset, xh, "int32", seed=offset)
         _check(xh, th, softmax_lab.cross_entropy(xh, th, reduction="sum"), reduction="sum")
-    xt = cp.ascontiguousarray(_random((4001, 5), "float32")).T
+    xt = cp.ascontiguousarray(random_rows((4001, 5), "float32")).T
     t = _targets(5, 4001, xt)
     gt = cp.full((4001, 5), np.nan, np.float32).T
     _check(xt, t, softmax_lab.cross_entropy(xt, t, grad_out=gt), grad=gt)
@@ -306,7 +290,7 @@ def test_special_rows_as_torch():
 @pytest.mark.gpu
 def test_a_target_out_of_range_is_a_nan_row_and_the_context_survives():
     cp = _cupy()
-    x = _random((5, 3001), "float32", seed=21)
+    x = random_rows((5, 3001), "float32", seed=21)
     t = cp.asarray([3, 3001, -1, -100, 1 << 40], dtype=cp.int64)
     g = cp.full(x.shape, 7.0, cp.float32)
     per_row = softmax_lab.cross_entropy(x, t, reduction="none", grad_out=g)
@@ -322,7 +306,7 @@ def test_a_target_out_of_range_is_a_nan_row_and_the_context_survives():
 @pytest.mark.gpu
 def test_all_rows_ignored_and_no_rows():
     cp = _cupy()
-    x = _random((4, 999), "float16", seed=2)
+    x = random_rows((4, 999), "float16", seed=2)
     t = cp.full(4, -100, cp.int64)
     g = cp.full(x.shape, np.nan, cp.float16)
     assert np.isnan(float(softmax_lab.cross_entropy(x, t, grad_out=g))) and not bool(g.any())
@@ -336,7 +320,7 @@ def test_all_rows_ignored_and_no_rows():
 def test_mixed_devices_and_libraries():
     cp = _cupy()
     torch = _torch()
-    x = _random((9, 4099), "float32", seed=8)
+    x = random_rows((9, 4099), "float32", seed=8)
     t = torch.from_numpy(np.arange(9) * 400).cuda()  # torch targets for CuPy logits
     loss = softmax_lab.cross_entropy(x, t)
     assert isinstance(loss, cp.ndarray) and loss.shape == ()
@@ -448,7 +432,7 @@ def test_captured_graph_replays_with_new_inputs(library):
                 torch.cuda.synchronize()
                 _check(x, t, loss, smoothing=0.05, grad=g)
         return
-    x = _random((rows, vocab), "float32", seed=1)
+    x = random_rows((rows, vocab), "float32", seed=1)
     t = _targets(rows, vocab, x, seed=1)
     g = cp.empty_like(x)
     stream = cp.cuda.Stream(non_blocking=True)
@@ -470,7 +454,7 @@ def test_captured_graph_replays_with_new_inputs(library):
 @pytest.mark.gpu
 def test_repeated_calls_are_bitwise_the_same():
     cp = _cupy()
-    x = _random((33, 65537), "bfloat16", seed=9)
+    x = random_rows((33, 65537), "bfloat16", seed=9)
     t = _targets(33, 65537, x, seed=9)
     first = softmax_lab.cross_entropy(x, t, reduction="none")
     again = softmax_lab.cross_entropy(x, t, reduction="none")

@@ -7,19 +7,13 @@ import numpy as np
 import pytest
 from devices import A100, H200, SMALL_HOPPER
 from emulate import multi_block_row_stats
+from row_inputs import FakeGpuArray, random_rows
 from sanitizer import run_sanitized
 
 import softmax_lab
 from softmax_lab.problem import DTYPES, Shape
 from softmax_lab.reference import logsumexp_reference
 from softmax_lab.variants.multi_block import ROW_STATS_BLOCKS_PER_SM, MultiBlockPlan, row_stats_plan
-
-
-class FakeGpuArray:
-    """A __cuda_array_interface__ and no memory: for the checks made before any device."""
-
-    def __init__(self, shape, typestr="<f4"):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (1 << 30, False), "version": 3}
 
 
 # ------------------------------------------------------------------ no GPU
@@ -144,16 +138,6 @@ def _check(lse, x, axis=-1, row_max=None, tol=2e-6):
         np.testing.assert_array_equal(got_max, want_max.astype(np.float32))  # NaN rows NaN, as torch.amax
 
 
-def _random(shape, dtype="float32", scale=3.0, seed=0):
-    """float32 or float16 as CuPy, bfloat16 as torch."""
-    cp = _cupy()
-    x = cp.random.default_rng(seed).standard_normal(shape, dtype=cp.float32) * scale
-    if dtype == "bfloat16":
-        torch = _torch()
-        return torch.from_dlpack(x).to(torch.bfloat16)
-    return x.astype(dtype)
-
-
 SHAPES = [(1, 1), (3, 7), (1, 32000), (5, 50257), (2, 100003), (8, 151936), (64, 1027), (300, 4099),
           (1, 393216), (2, 1048577)]
 
@@ -162,7 +146,7 @@ SHAPES = [(1, 1), (3, 7), (1, 32000), (5, 50257), (2, 100003), (8, 151936), (64,
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_against_float64(shape, dtype):
-    x = _random(shape, dtype, seed=shape[0] * 7 + shape[1])
+    x = random_rows(shape, dtype, seed=shape[0] * 7 + shape[1])
     lse, m = softmax_lab.logsumexp(x, return_max=True)
     _check(lse, x, row_max=m)
 
@@ -171,18 +155,18 @@ def test_against_float64(shape, dtype):
 @pytest.mark.parametrize("offset", [1, 2, 3, 5])
 def test_views_at_every_alignment(offset):
     cp = _cupy()
-    x = _random((7, 70001 + 8), "float32", seed=offset)[:, offset:offset + 70001]
+    x = random_rows((7, 70001 + 8), "float32", seed=offset)[:, offset:offset + 70001]
     _check(softmax_lab.logsumexp(x), x)
-    xh = _random((7, 9000), "float16", seed=offset)[:, offset:]
+    xh = random_rows((7, 9000), "float16", seed=offset)[:, offset:]
     _check(softmax_lab.logsumexp(xh), xh)
-    xt = cp.ascontiguousarray(_random((4001, 5), "float32")).T  # rows not contiguous: copied first
+    xt = cp.ascontiguousarray(random_rows((4001, 5), "float32")).T  # rows not contiguous: copied first
     _check(softmax_lab.logsumexp(xt), xt)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_any_axis_of_a_3d_array(axis):
-    x = _random((6, 1001, 9), "float32", seed=axis + 5)
+    x = random_rows((6, 1001, 9), "float32", seed=axis + 5)
     lse = softmax_lab.logsumexp(x, axis=axis)
     _check(lse, x, axis=axis)
 
@@ -232,7 +216,7 @@ def test_empty_inputs():
 @pytest.mark.gpu
 def test_repeated_calls_on_a_side_stream_are_the_same():
     cp = _cupy()
-    x = _random((33, 65537), "float32", seed=9)
+    x = random_rows((33, 65537), "float32", seed=9)
     first = softmax_lab.logsumexp(x)
     cp.cuda.get_current_stream().synchronize()  # x was made there: a non-blocking stream does not wait for it
     stream = cp.cuda.Stream(non_blocking=True)
@@ -266,7 +250,7 @@ def test_captured_graph_replays_with_new_inputs(library):
                 torch.cuda.synchronize()
                 _check(lse, x)
         return
-    x = _random((rows, cols), "float32", seed=1)
+    x = random_rows((rows, cols), "float32", seed=1)
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         softmax_lab.logsumexp(x)

@@ -1,0 +1,22 @@
+"""Inputs the row-statistics and loss tests share: a GPU array's interface without memory
+(for the checks made before any device), and seeded random rows in any dtype."""
+
+import pytest
+
+
+class FakeGpuArray:
+    """A __cuda_array_interface__ and no memory: for the checks made before any device."""
+
+    def __init__(self, shape, typestr="<f4"):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (1 << 30, False), "version": 3}
+
+
+def random_rows(shape, dtype="float32", scale=3.0, seed=0):
+    """Standard normal draws times `scale`: float32 or float16 as CuPy, bfloat16 as torch."""
+    import cupy as cp
+
+    x = cp.random.default_rng(seed).standard_normal(shape, dtype=cp.float32) * scale
+    if dtype == "bfloat16":
+        torch = pytest.importorskip("torch")
+        return torch.from_dlpack(x).to(torch.bfloat16)
+    return x.astype(dtype)
