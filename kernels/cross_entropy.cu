@@ -12,7 +12,8 @@
 //   cross_entropy_grad:     block (row, c) writes chunk c of the gradient
 //                           (read x, write dx; dx may be x itself)
 //   cross_entropy_total:    one block: the loss summed over the rows in a
-//                           fixed order, divided by the count for a mean (tiny)
+//                           fixed order (in double), divided by the count
+//                           for a mean (tiny)
 //
 // A row's loss, for target t, smoothing e, z-loss coefficient z, V = n:
 //   (1 - e) (lse - x_t) + e (lse - sum(x) / V) + z lse^2
@@ -54,13 +55,23 @@ struct RowGrad {  // dx = a e^(x - m) - b, and at the target target_dx
 
 __device__ __forceinline__ bool in_row(i64 t, i64 n) { return t >= 0 && t < n; }
 
+// The count and the total below run over every row in one block: a 64-bit count is
+// exact at any number of rows (a float's stops at 2^24), a double total keeps the
+// float32 losses' digits.
+template <typename T>
+__device__ __forceinline__ T warp_total(T v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 extern "C" __global__ void cross_entropy_count(const target_t* __restrict__ target, i64 rows, i64 ld_t,
                                                i64 ignore_index, int mean, float* __restrict__ scale) {
-    __shared__ float scratch[32];
-    float kept = 0.f;  // exact up to 2^24 rows
+    __shared__ i64 scratch[32];
+    i64 kept = 0;
     for (i64 row = threadIdx.x; row < rows; row += blockDim.x) kept += (i64)target[row * ld_t] != ignore_index;
-    kept = block_sum(kept, scratch);
-    if (threadIdx.x == 0) scale[0] = mean ? 1.f / kept : 1.f, scale[1] = kept;
+    kept = block_reduce<i64, warp_total<i64>>(kept, scratch, 0);
+    if (threadIdx.x == 0) scale[0] = mean ? 1.f / (float)kept : 1.f, scale[1] = (float)kept;
 }
 
 extern "C" __global__ void cross_entropy_partials(const elem_t* __restrict__ x, i64 rows, i64 n, i64 ld_x,
@@ -183,9 +194,9 @@ extern "C" __global__ void cross_entropy_grad(const elem_t* x, elem_t* dx, const
 
 extern "C" __global__ void cross_entropy_total(const float* __restrict__ loss, i64 rows,
                                                const float* __restrict__ count, float* __restrict__ out) {
-    __shared__ float scratch[32];
-    float acc = 0.f;
+    __shared__ double scratch[32];
+    double acc = 0.0;
     for (i64 row = threadIdx.x; row < rows; row += blockDim.x) acc += loss[row];
-    acc = block_sum(acc, scratch);
-    if (threadIdx.x == 0) out[0] = count ? acc / count[1] : acc;
+    acc = block_reduce<double, warp_total<double>>(acc, scratch, 0.0);
+    if (threadIdx.x == 0) out[0] = (float)(count ? acc / count[1] : acc);
 }

@@ -485,6 +485,25 @@ def test_above_2_to_the_31_elements_cross_entropy():
 
 
 @pytest.mark.gpu
+def test_a_mean_over_more_rows_than_a_float_counts():
+    """2^24 + 3 rows of 2 logits, a few ignored: the kept rows' count is exact (a float
+    count stops at 2^24) and the total keeps its digits (summed in double)."""
+    torch = _torch()
+    rows = 2**24 + 3
+    x = torch.randn(rows, 2, device="cuda")
+    t = torch.randint(0, 2, (rows,), device="cuda")
+    t[::1000] = -100
+    want = torch.nn.functional.cross_entropy(x.double(), t)
+    got = softmax_lab.cross_entropy(x, t)
+    assert abs(float(got) - float(want)) <= 2e-6 * abs(float(want))
+    g = torch.empty_like(x)
+    softmax_lab.cross_entropy(x, t, grad_out=g)
+    kept = int((t != -100).sum())
+    assert abs(float(g[1].abs().sum()) * kept - float((torch.softmax(x[1].double(), 0) - torch.eye(2, device="cuda",
+               dtype=torch.float64)[t[1]]).abs().sum())) < 1e-5
+
+
+@pytest.mark.gpu
 def test_memcheck_sanitizer(tmp_path):
     run_sanitized("memcheck", textwrap.dedent("""
         import cupy as cp
