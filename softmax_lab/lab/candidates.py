@@ -3,7 +3,7 @@ model, and how to call it once (`prepare`).
 
 The catalogue depends on the dtype (float32, float16, bfloat16) and the op
 (softmax, log_softmax, softmax_backward, log_softmax_backward, and the loss ops
-cross_entropy and cross_entropy_grad, whose catalogue is lab/loss.py's):
+cross_entropy and cross_entropy_grad, which lab/loss.py runs and checks):
 candidates(dtype, op).
 
 Families (the `kind` of a candidate, the colour family of the plots):
