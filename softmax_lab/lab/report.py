@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import io
 
-from ..problem import DTYPES
+from ..problem import DTYPES, LOSS_OPS
 from . import candidates as cat
 from .timing import format_clocks
 
@@ -187,9 +187,11 @@ def format_dtype_op_table(doc: dict) -> str:
     two-read, one-write add backward) for auto and each peer, from one document."""
     rows = dtype_op_rows(doc)
     roles = ("auto",) + tuple(r for r in cat.ROLES if any(r in row["cells"] for row in rows))  # the docs' ops' peers
+    losses = "cross_entropy: one read of the logits, cross_entropy_grad: a copy; " if any(
+        row["op"] in LOSS_OPS for row in rows) else ""
     lines = [f"{'shape':>17} {'dtype':<9} {'op':<21} {'floor (ms)':<27} " + " ".join(f"{r:>8}" for r in roles),
              "time / floor; forward: floor = a copy of the same bytes, backward: a two-read, one-write add; "
-             "'-': no such peer; 'skip'/'fail': see the run's table"]
+             f"{losses}'-': no such peer; 'skip'/'fail': see the run's table"]
     for row in rows:
         floor = f"{row['floor']} ({row['floor_ms']:.3f})" if row["floor"] else "none timed"
         cells = []
