@@ -209,3 +209,26 @@ def test_run_profile_records_each_candidate_from_a_fake_ncu(tmp_path, monkeypatc
     assert doc["method"]["tool"].endswith("(fake)")
     with pytest.raises(FileNotFoundError, match="not on PATH"):
         profile.run_profile([(64, 4096)], ["two_pass"], ncu=str(tmp_path / "missing"), progress=None)
+
+
+def test_run_profile_takes_the_loss_ops(tmp_path, monkeypatch):
+    """The loss with its gradient: its candidates profiled beside their passes (2 reads + 1
+    write for auto, one and one for the copies), the file as the schema says."""
+    import sys
+
+    from softmax_lab import device
+
+    ncu = tmp_path / "ncu"
+    ncu.write_text(FAKE_NCU.format(python=sys.executable, header=HEADER))
+    ncu.chmod(0o755)
+    monkeypatch.setattr(device, "require_device", lambda: 0)
+    monkeypatch.setattr(device, "device_info", lambda *a: cat.reference_device())
+    doc = profile.run_profile([(64, 4096)], ["auto", "torch.cross_entropy"], ncu=str(ncu), progress=None,
+                              command="softmax-lab profile (test)", op="cross_entropy_grad")
+    synthetic.validate(doc, "profile_schema.json")
+    (run,) = doc["runs"]
+    assert run["op"] == "cross_entropy_grad"
+    recs = {r["name"]: r for r in run["candidates"]}
+    assert list(recs) == ["auto", "copy.memcpy", "copy.elementwise", "copy.float4", "torch.cross_entropy"]
+    assert (recs["auto"]["model"]["reads"], recs["auto"]["model"]["writes"]) == (2, 1)
+    assert recs["auto"]["measured_passes"] == {"reads": 1.0, "writes": 1.0}  # what the fake ncu counted
