@@ -2,6 +2,7 @@
 here), summed per call, recorded against the model, and the document's schema."""
 
 import shutil
+from pathlib import Path
 
 import pytest
 import synthetic
@@ -187,7 +188,9 @@ for i in range(calls):
 '''
 
 
-def test_run_profile_records_each_candidate_from_a_fake_ncu(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch) -> Path:
+    """FAKE_NCU as an executable, and the reference H200 as the device."""
     import sys
 
     from softmax_lab import device
@@ -197,6 +200,11 @@ def test_run_profile_records_each_candidate_from_a_fake_ncu(tmp_path, monkeypatc
     ncu.chmod(0o755)
     monkeypatch.setattr(device, "require_device", lambda: 0)
     monkeypatch.setattr(device, "device_info", lambda *a: cat.reference_device())
+    return ncu
+
+
+def test_run_profile_records_each_candidate_from_a_fake_ncu(fake_ncu, tmp_path):
+    ncu = fake_ncu
     doc = profile.run_profile([(64, 4096)], ["two_pass", "quack.softmax"], ncu=str(ncu), progress=None,
                               command="softmax-lab profile (test)")
     synthetic.validate(doc, "profile_schema.json")
@@ -211,18 +219,10 @@ def test_run_profile_records_each_candidate_from_a_fake_ncu(tmp_path, monkeypatc
         profile.run_profile([(64, 4096)], ["two_pass"], ncu=str(tmp_path / "missing"), progress=None)
 
 
-def test_run_profile_takes_the_loss_ops(tmp_path, monkeypatch):
+def test_run_profile_takes_the_loss_ops(fake_ncu):
     """The loss with its gradient: its candidates profiled beside their passes (2 reads + 1
     write for auto, one and one for the copies), the file as the schema says."""
-    import sys
-
-    from softmax_lab import device
-
-    ncu = tmp_path / "ncu"
-    ncu.write_text(FAKE_NCU.format(python=sys.executable, header=HEADER))
-    ncu.chmod(0o755)
-    monkeypatch.setattr(device, "require_device", lambda: 0)
-    monkeypatch.setattr(device, "device_info", lambda *a: cat.reference_device())
+    ncu = fake_ncu
     doc = profile.run_profile([(64, 4096)], ["auto", "torch.cross_entropy"], ncu=str(ncu), progress=None,
                               command="softmax-lab profile (test)", op="cross_entropy_grad")
     synthetic.validate(doc, "profile_schema.json")
