@@ -77,35 +77,49 @@ def unsupported_dtype(what: str, dtype) -> TypeError:
     return TypeError(f"{what} has dtype {name}; {_TAKES}{route}")
 
 
-def describe(a, what: str = "x") -> ArrayView:
-    """An ArrayView of `a`, or TypeError/ValueError saying why it is not a GPU array softmax can read."""
+def describe(a, what: str = "x", indices: tuple[np.dtype, ...] | None = None) -> ArrayView:
+    """An ArrayView of `a`, or TypeError/ValueError saying why it is not a GPU array softmax can read.
+
+    indices: for an array of indices (cross_entropy's targets), the integer dtypes it may
+    have, in place of the float ones; a DLPack array's dtype is checked once it is read."""
+    if indices is None:
+        accepted, refuse = _ACCEPTED, unsupported_dtype
+    else:
+        names = [d.name for d in indices]
+        accepted = f"a GPU array of integers ({' or '.join(names)}): {_ACCEPTED}"
+
+        def refuse(what, dtype):
+            return TypeError(f"{what} has dtype {dtype_name(dtype)}; softmax_lab takes {' and '.join(names)} {what}s")
+
     if isinstance(a, cupy.ndarray):
-        return ArrayView(a.data.ptr, a.shape, a.strides, a.dtype, a.data.device_id, "cupy", a)
-    module = type(a).__module__
-    if module.startswith("torch") and hasattr(a, "data_ptr") and hasattr(a, "stride"):
+        view = ArrayView(a.data.ptr, a.shape, a.strides, a.dtype, a.data.device_id, "cupy", a)
+    elif type(a).__module__.startswith("torch") and hasattr(a, "data_ptr") and hasattr(a, "stride"):
         if a.device.type != "cuda":
             raise TypeError(f"{what} is a torch tensor on {a.device}; softmax_lab takes GPU arrays only")
-        dtype = _TORCH_DTYPES.get(str(a.dtype))
+        dtype = _TORCH_DTYPES.get(str(a.dtype)) if indices is None else _numpy_dtype(a.dtype)
         if dtype is None:
-            raise unsupported_dtype(what, a.dtype)
+            raise refuse(what, a.dtype)
         dtype = np.dtype(dtype)
         strides = tuple(s * dtype.itemsize for s in a.stride())
-        return ArrayView(a.data_ptr(), tuple(a.shape), strides, dtype, a.device.index, "torch", a)
-    cai = getattr(a, "__cuda_array_interface__", None)
-    if cai is not None:
-        return _describe_cai(cai, a, what)
-    if hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__"):
+        view = ArrayView(a.data_ptr(), tuple(a.shape), strides, dtype, a.device.index, "torch", a)
+    elif getattr(a, "__cuda_array_interface__", None) is not None:
+        view = _describe_cai(a.__cuda_array_interface__, a, what, indices or SUPPORTED, refuse)
+    elif hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__"):
         device_type, device_id = a.__dlpack_device__()
         if device_type not in _DLPACK_GPU:
             where = "the CPU" if device_type == 1 else f"DLPack device type {device_type}"
-            raise TypeError(f"{what} is on {where}, not a CUDA GPU; softmax_lab takes {_ACCEPTED}")
+            raise TypeError(f"{what} is on {where}, not a CUDA GPU; softmax_lab takes {accepted}")
         dtype = getattr(a, "dtype", None)
-        if dtype is not None and _numpy_dtype(dtype) not in SUPPORTED:
-            raise unsupported_dtype(what, dtype)
+        if dtype is not None and _numpy_dtype(dtype) not in (indices or SUPPORTED):
+            raise refuse(what, dtype)
         return ArrayView(0, (), (), np.dtype(np.float32), int(device_id), "dlpack", a)  # read after from_dlpack
-    if type(a).__name__ == "PyCapsule":  # a legacy DLPack capsule (to_dlpack()), taken as cupy.from_dlpack takes it
+    elif type(a).__name__ == "PyCapsule":  # a legacy DLPack capsule (to_dlpack()), taken as cupy.from_dlpack takes it
         return ArrayView(0, (), (), np.dtype(np.float32), None, "dlpack", a)
-    raise TypeError(f"softmax_lab takes {_ACCEPTED} as {what}; got {module}.{type(a).__name__}")
+    else:
+        raise TypeError(f"softmax_lab takes {accepted} as {what}; got {type(a).__module__}.{type(a).__name__}")
+    if indices is not None and view.dtype not in indices:
+        raise refuse(what, view.dtype)
+    return view
 
 
 def _numpy_dtype(dtype):
@@ -115,7 +129,7 @@ def _numpy_dtype(dtype):
         return None
 
 
-def _describe_cai(cai, a, what: str) -> ArrayView:
+def _describe_cai(cai, a, what: str, dtypes=SUPPORTED, refuse=unsupported_dtype) -> ArrayView:
     if not isinstance(cai, dict):
         raise TypeError(f"{what}.__cuda_array_interface__ is a {type(cai).__name__}, not a dict")
     for key in ("shape", "typestr", "data"):
@@ -126,8 +140,8 @@ def _describe_cai(cai, a, what: str) -> ArrayView:
         dtype = np.dtype(typestr)
     except TypeError:
         raise TypeError(f"{what} has typestr {typestr!r}, which is not a dtype; {_TAKES}") from None
-    if dtype.kind == "V" or dtype not in SUPPORTED:
-        raise unsupported_dtype(what, typestr if dtype.kind == "V" else dtype)
+    if dtype.kind == "V" or dtype not in dtypes:
+        raise refuse(what, typestr if dtype.kind == "V" else dtype)
     shape = tuple(int(s) for s in cai["shape"])
     strides = cai.get("strides")
     if strides is None:  # C-contiguous

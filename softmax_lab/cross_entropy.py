@@ -19,7 +19,6 @@ import numpy as np
 
 from .api import _as_cupy, _from_dlpack, _input_ptr, _new_output
 from .arrays import (
-    _DLPACK_GPU,
     DTYPE_NAMES,
     SUPPORTED,
     ArrayView,
@@ -40,7 +39,7 @@ from .variants.cross_entropy import LossBuffers, LossLauncher, LossOptions, cros
 from .variants.resources import LINE_BYTES
 
 _FLOAT32 = np.dtype(np.float32)
-_TARGET_DTYPES = {"int32": 4, "int64": 8}
+_TARGET_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 _launchers = LauncherCache()
 
 
@@ -99,8 +98,9 @@ def cross_entropy(logits, target, *, ignore_index: int = -100, reduction: str = 
     gv = None if grad_out is None else describe(grad_out, "grad_out")
     if all(a is None or a.kind != "dlpack" for a in (xv, gv)):
         _check_logits(xv, gv)
-        if not _is_dlpack(target):
-            _describe_target(target, xv.shape[0])
+        tv = describe(target, "target", _TARGET_DTYPES)
+        if tv.kind != "dlpack":  # a DLPack target is read, and checked, once there is a device
+            _check_target(tv, xv.shape[0])
     require_device()
     if xv.kind == "dlpack":
         logits = _from_dlpack(logits)
@@ -194,44 +194,18 @@ def _check_logits(xv: ArrayView, gv: ArrayView | None) -> None:
             raise ValueError(f"grad_out has shape {gv.shape}; expected {xv.shape}, the logits' shape")
 
 
-def _is_dlpack(a) -> bool:
-    """Whether `a` is a GPU array read through DLPack (it has neither of the other interfaces)."""
-    if isinstance(a, cupy.ndarray) or type(a).__module__.startswith("torch") or hasattr(a, "__cuda_array_interface__"):
-        return False
-    if hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__"):
-        return a.__dlpack_device__()[0] in _DLPACK_GPU
-    return type(a).__name__ == "PyCapsule"
-
-
 def _describe_target(target, rows: int) -> ArrayView:
-    """An ArrayView of the targets: 1-D, one per row, int32 or int64, on a GPU."""
-    module = type(target).__module__
-    if isinstance(target, cupy.ndarray):
-        view = ArrayView(target.data.ptr, target.shape, target.strides, target.dtype, target.data.device_id,
-                         "cupy", target)
-    elif module.startswith("torch") and hasattr(target, "data_ptr") and hasattr(target, "stride"):
-        if target.device.type != "cuda":
-            raise TypeError(f"target is a torch tensor on {target.device}; softmax_lab takes GPU arrays only")
-        name = str(target.dtype).removeprefix("torch.")
-        if name not in _TARGET_DTYPES:
-            raise TypeError(f"target has dtype {name}; softmax_lab takes int64 and int32 targets")
-        dtype = np.dtype(name)
-        view = ArrayView(target.data_ptr(), tuple(target.shape), tuple(s * dtype.itemsize for s in target.stride()),
-                         dtype, target.device.index, "torch", target)
-    elif hasattr(target, "__cuda_array_interface__"):
-        cai = target.__cuda_array_interface__
-        dtype = np.dtype(cai["typestr"])
-        shape = tuple(int(s) for s in cai["shape"])
-        strides = cai.get("strides") or (dtype.itemsize,) * len(shape)
-        view = ArrayView(int((cai["data"] or (0,))[0] or 0), shape, tuple(strides), dtype, None, "cai", target)
-    elif _is_dlpack(target):
-        return _describe_target(_from_dlpack(target), rows)
-    else:
-        raise TypeError(f"target must be a GPU array of integers; got {module}.{type(target).__name__}")
-    if view.dtype.name not in _TARGET_DTYPES:
-        raise TypeError(f"target has dtype {view.dtype}; softmax_lab takes int64 and int32 targets")
+    """An ArrayView of the targets: 1-D, one per row, int64 or int32, on a GPU (one read
+    through DLPack is made a CuPy array or torch tensor first, which needs the device)."""
+    view = describe(target, "target", _TARGET_DTYPES)
+    if view.kind == "dlpack":
+        view = describe(_from_dlpack(target), "target", _TARGET_DTYPES)
+    _check_target(view, rows)
+    return view
+
+
+def _check_target(view: ArrayView, rows: int) -> None:
     if view.shape != (rows,):
         raise ValueError(f"target has shape {view.shape}; expected ({rows},), one per row of the logits")
     if view.ptr % view.dtype.itemsize or (rows > 1 and view.strides[0] % view.dtype.itemsize):
         raise ValueError(f"target is not aligned to its element size: pointer {view.ptr:#x}, strides {view.strides}")
-    return view
