@@ -12,7 +12,7 @@ from .problem import REDUCTIONS
 def softmax_reference(x, axis: int = -1):
     """softmax in float64 with torch's special values: -inf gives 0; a row of all
     -inf, or with a NaN or +inf, gives NaN.  Works on NumPy and CuPy arrays."""
-    xp = _xp(x)
+    xp = array_module(x)
     x = to_float64(x)
     m = xp.max(x, axis=axis, keepdims=True)  # NaN propagates
     e = xp.exp(x - m)
@@ -22,7 +22,7 @@ def softmax_reference(x, axis: int = -1):
 def log_softmax_reference(x, axis: int = -1):
     """log_softmax in float64 as torch: (x - max) - log(sum e^(x - max)); -inf
     entries give -inf; a row of all -inf, or with a NaN or +inf, gives NaN."""
-    xp = _xp(x)
+    xp = array_module(x)
     x = to_float64(x)
     m = xp.max(x, axis=axis, keepdims=True)  # NaN propagates
     shifted = x - m
@@ -35,7 +35,7 @@ FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # 2^-126, the smallest normal f
 def softmax_backward_reference(dy, y, axis: int = -1):
     """dx = y * (dy - sum(dy * y)) in float64, y the softmax output (torch's
     _softmax_backward_data); NaN and inf propagate as in torch's float32 math."""
-    xp = _xp(y)
+    xp = array_module(y)
     dy, y = to_float64(dy), to_float64(y)
     return y * (dy - xp.sum(dy * y, axis=axis, keepdims=True))
 
@@ -43,7 +43,7 @@ def softmax_backward_reference(dy, y, axis: int = -1):
 def log_softmax_backward_reference(dy, y, axis: int = -1):
     """dx = dy - exp(y) * sum(dy) in float64, y the log_softmax output (torch's
     _log_softmax_backward_data): a -inf y gives dx = dy."""
-    xp = _xp(y)
+    xp = array_module(y)
     dy, y = to_float64(dy), to_float64(y)
     return dy - xp.exp(y) * xp.sum(dy, axis=axis, keepdims=True)
 
@@ -51,7 +51,7 @@ def log_softmax_backward_reference(dy, y, axis: int = -1):
 def logsumexp_reference(x, axis: int = -1):
     """(lse, max) along axis in float64, as torch.logsumexp: a row of all -inf gives
     -inf, one with +inf gives +inf, one with a NaN gives NaN."""
-    xp = _xp(x)
+    xp = array_module(x)
     x = to_float64(x)
     m = xp.max(x, axis=axis, keepdims=True)
     shift = xp.where(xp.isfinite(m), m, 0.0)  # a row's -inf or +inf max is not taken away from itself
@@ -61,7 +61,7 @@ def logsumexp_reference(x, axis: int = -1):
 
 
 def cross_entropy_reference(logits, target, *, ignore_index: int = -100, reduction: str = "mean",
-                            label_smoothing: float = 0.0, z_loss: float = 0.0) -> dict:
+                            label_smoothing: float = 0.0, z_loss: float = 0.0, gradient: bool = True) -> dict:
     """torch.nn.functional.cross_entropy of (rows, vocab) logits and integer targets in
     float64, with Liger's z-loss term, and its gradient.
 
@@ -71,11 +71,12 @@ def cross_entropy_reference(logits, target, *, ignore_index: int = -100, reducti
     the rows not ignored / their number: NaN when every row is ignored, as torch).
     Returns {"loss", "lse" (every row's), "grad"}: grad is d loss / d logits for an
     incoming gradient of 1 (of 1 per row for "none"):
-    (softmax (1 + 2 z lse) - (1 - s) onehot(target) - s / vocab) / (the count for "mean").
+    (softmax (1 + 2 z lse) - (1 - s) onehot(target) - s / vocab) / (the count for "mean");
+    None with gradient=False (a float64 tensor of the logits' size not made).
     ValueError for a target outside [0, vocab) that is not ignore_index."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}; got {reduction!r}")
-    xp = _xp(logits)
+    xp = array_module(logits)
     x = to_float64(logits)
     rows, vocab = x.shape
     t = xp.asarray(target).astype(xp.int64)
@@ -98,6 +99,8 @@ def cross_entropy_reference(logits, target, *, ignore_index: int = -100, reducti
             loss, scale = per_row.sum(), 1.0
         else:
             loss, scale = (per_row.sum() / count if count else xp.asarray(np.nan)), (1.0 / count if count else 0.0)
+        if not gradient:
+            return {"loss": loss, "lse": lse, "grad": None}
         grad = xp.exp(x - lse[:, None]) * (1.0 + 2.0 * z_loss * lse[:, None]) - s / vocab
         grad[at, xp.where(kept, t, 0)] -= xp.where(kept, 1.0 - s, 0.0)
         grad = xp.where(kept[:, None], grad * scale, 0.0)
@@ -126,7 +129,7 @@ def backward_scale(dy, y, op: str, axis: int = -1):
     2^-149, a few bits of precision), and the sum multiplies that spacing
     (H200, 2026-11-30: y near -100 gave dx -2.07e-42 against -1.92e-42 in a
     row whose sum |dy| was 2e5)."""
-    xp = _xp(y)
+    xp = array_module(y)
     dy, y = xp.abs(to_float64(dy)), to_float64(y)
     if op.startswith("log_softmax"):
         total = xp.sum(dy, axis=axis, keepdims=True)
@@ -142,7 +145,7 @@ def backward_error(out, ref, scale) -> float:
     smallest normal float32 (1.2e-38) a float32 result is subnormal, with an
     absolute spacing of 2^-149, so relative error there means nothing: softmax
     outputs that small come from rows with a wide range (e^-100)."""
-    xp = _xp(out)
+    xp = array_module(out)
     out = to_float64(out)
     keep = _finite_where_matched(xp, out, ref)
     if keep is None:
@@ -188,7 +191,7 @@ def relative_error(out, ref) -> float:
     """||out - ref|| / ||ref|| over the finite part of ref, or inf where the
     NaN pattern of out differs from ref's (an unwritten or wrong NaN fails) or
     an infinite ref (log_softmax's -inf) is not matched exactly."""
-    xp = _xp(out)
+    xp = array_module(out)
     out = to_float64(out)
     keep = _finite_where_matched(xp, out, ref)
     if keep is None:
@@ -226,7 +229,7 @@ def ulp_error(out, ref, dtype: str, abs_floor: float = 0.0) -> float:
     out; log_softmax passes float32's resolution of log(sum) there (its
     outputs near 0 carry that absolute error in float32 arithmetic, as
     torch's do), the backward ops a few 2^-24 of backward_scale."""
-    xp = _xp(out)
+    xp = array_module(out)
     bits, emin, largest = HALF_FORMATS[dtype]
     out = to_float64(out)
     ref = xp.asarray(ref, dtype=xp.float64)
@@ -268,7 +271,7 @@ def to_float64(a):
         own = cupy.asarray(wide).copy()
         cupy.cuda.get_current_stream().synchronize()
         return own
-    xp = _xp(a)
+    xp = array_module(a)
     if xp is np or a.dtype != xp.float32:
         return a.astype(xp.float64)
     bits = a.view(xp.uint32)
@@ -277,7 +280,7 @@ def to_float64(a):
     return xp.where((bits & 0x7F800000) == 0, subnormal, a.astype(xp.float64))
 
 
-def _xp(a):
+def array_module(a):
     import sys
 
     cupy = sys.modules.get("cupy")

@@ -44,7 +44,7 @@ except ImportError:  # progress is a nicety: an offline GPU machine may lack tqd
 from .. import reference
 from ..device import NoDeviceError, device_info, require_device
 from ..problem import DTYPES, ITEMSIZE
-from ..reference import op_error, op_reference, relative_error, softmax_reference
+from ..reference import array_module, op_error, op_reference, relative_error, softmax_reference
 from . import candidates as cat
 from . import loss, records, timing
 
@@ -122,10 +122,10 @@ def check_output(out, x, idx: list[int], ref, is_copy: bool, dtype: str = "float
     else:
         whole = row_invariant_error(out, x, op, dy)
     passed = err <= tolerance(dtype) and whole <= ROW_TOLERANCE[dtype]  # NaN compares False: fails
-    result = {"relative_error": _finite(relative_error(out_rows, ref)), "row_sum_error": _finite(whole),
+    result = {"relative_error": records.finite_or_none(relative_error(out_rows, ref)), "row_sum_error": records.finite_or_none(whole),
               "passed": bool(passed)}
     if dtype != "float32":
-        result["ulp_error"] = _finite(err)
+        result["ulp_error"] = records.finite_or_none(err)
     return result
 
 
@@ -139,7 +139,7 @@ def row_invariant_error(out, x, op: str, dy=None) -> float:
     worst = 0.0
     for r in range(0, rows, step):
         o = reference.to_float64(out[r:r + step])
-        xp = _xp(o)
+        xp = array_module(o)
         if op == "softmax":
             e = xp.abs(o.sum(axis=-1) - 1.0)
         elif op == "log_softmax":
@@ -164,7 +164,7 @@ def _equal(out, x, dy=None) -> bool:
 
         want = x if dy is None else torch.add(x, dy)
         return bool(torch.equal(out, want))
-    xp = _xp(out)
+    xp = array_module(out)
     return bool(xp.array_equal(out, x if dy is None else x + dy))
 
 
@@ -552,22 +552,13 @@ def _release(torch) -> None:
         torch.cuda.empty_cache()
 
 
-def _xp(a):
-    cupy = sys.modules.get("cupy")
-    return cupy if cupy is not None and isinstance(a, cupy.ndarray) else np
-
-
 def _as_array(out, like):
     """A candidate's output as an array of x's module (torch tensors through
     __cuda_array_interface__, zero-copy); torch tensors where x is one (the halves)."""
     if hasattr(like, "data_ptr"):
         return out
-    xp = _xp(like)
+    xp = array_module(like)
     return out if isinstance(out, xp.ndarray) else xp.asarray(out)
-
-
-def _finite(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None
 
 
 # ------------------------------------------------------------ the variants' own checks

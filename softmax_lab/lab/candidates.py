@@ -45,7 +45,8 @@ def floor_passes(op: str) -> int:
     write forward, 2 reads (y, dy) + 1 write backward; a loss 1 read, with its
     gradient 1 read + 1 write."""
     if op in LOSS_OPS:
-        return {"cross_entropy": 1, "cross_entropy_grad": 2}[op]
+        floor = loss_floors(op)[0]
+        return floor.reads + floor.writes
     return 3 if is_backward(op) else 2
 
 
@@ -197,7 +198,7 @@ def candidates(dtype: str = "float32", op: str = "softmax") -> tuple[Candidate, 
     backward), the peers, and for float32 softmax cupyx and the host candidates."""
     check_dtype_op(dtype, op)
     if op in LOSS_OPS:
-        return (LOSS_AUTO[op], *((READ,) if op == "cross_entropy" else COPIES), *LOSS_PEERS[op])
+        return (LOSS_AUTO[op], *loss_floors(op), *LOSS_PEERS[op])
     own = tuple(Candidate(v.name, "variant", *_variant_passes(v, op), v.summary)
                 for v in registered_variants().values() if _holds(v, dtype, op))
     floor = FLOORS if is_backward(op) else COPIES
@@ -206,6 +207,11 @@ def candidates(dtype: str = "float32", op: str = "softmax") -> tuple[Candidate, 
         peers += tuple(c for c in LIBRARIES if c.name == "cupyx.softmax")
     auto = Candidate("auto", "variant", *((2, 1) if is_backward(op) else (1, 1)), AUTO.model)
     return own + (auto,) + floor + peers + (HOST if (dtype, op) == DEFAULT else ())
+
+
+def loss_floors(op: str) -> tuple[Candidate, ...]:
+    """The floor of a loss op: one read of the logits for the loss alone, a copy with its gradient."""
+    return (READ,) if op == "cross_entropy" else COPIES
 
 
 def all_names() -> tuple[str, ...]:

@@ -24,7 +24,8 @@ import math
 import numpy as np
 
 from ..problem import LOSS_OPS
-from ..reference import cross_entropy_reference, relative_error, to_float64
+from ..reference import array_module, cross_entropy_reference, relative_error, to_float64
+from . import records
 from .candidates import Arrays, Candidate, Prepared, _as_torch, _fill_nan, prepare, raw_view
 
 LOSS_TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 8e-3}  # a loss in the dtype: 2 ulp
@@ -169,16 +170,12 @@ def _read_words(xv, dev) -> Prepared:
 # ------------------------------------------------------------ checks
 def references(x, t, idx: list[int], grad: bool) -> dict:
     """float64 references: the sampled rows' losses (and gradients), every row's loss."""
-    xp_rows = to_float64(x[idx])
-    t_rows = _host_or_cupy(t)[idx]
-    ref = cross_entropy_reference(xp_rows, t_rows, reduction="none")
-    every = []
+    t = _host_or_cupy(t)
+    ref = cross_entropy_reference(to_float64(x[idx]), t[idx], reduction="none", gradient=grad)
     step = max(1, CHUNK_ELEMENTS // x.shape[1])
-    for r in range(0, x.shape[0], step):
-        every.append(cross_entropy_reference(to_float64(x[r:r + step]), _host_or_cupy(t)[r:r + step],
-                                             reduction="none")["loss"])
-    xp = _module(xp_rows)
-    return {"loss": ref["loss"], "grad": ref["grad"] if grad else None, "every_loss": xp.concatenate(every)}
+    every = [cross_entropy_reference(to_float64(x[r:r + step]), t[r:r + step], reduction="none",
+                                     gradient=False)["loss"] for r in range(0, x.shape[0], step)]
+    return {"loss": ref["loss"], "grad": ref["grad"], "every_loss": array_module(ref["loss"]).concatenate(every)}
 
 
 def check(out, *, x, refs: dict, idx: list[int], dtype: str, op: str, c: Candidate) -> dict:
@@ -203,7 +200,7 @@ def check(out, *, x, refs: dict, idx: list[int], dtype: str, op: str, c: Candida
     loss_all = to_float64(loss)
     loss_err = relative_error(loss_all[idx], refs["loss"])
     every = refs["every_loss"]
-    xp = _module(every)
+    xp = array_module(every)
     loss_all = xp.asarray(loss_all)
     diff = xp.abs(loss_all - every) / xp.maximum(xp.abs(every), 1.0)
     every_err = float(xp.max(xp.where(xp.isfinite(diff), diff, xp.inf)))
@@ -217,7 +214,7 @@ def check(out, *, x, refs: dict, idx: list[int], dtype: str, op: str, c: Candida
     tol = max(LOSS_TOLERANCE[dtype], GRAD_TOLERANCE[dtype])
     passed = err <= tol and every_err <= LOSS_TOLERANCE[dtype] and row_err <= max(GRAD_ROW_TOLERANCE[dtype],
                                                                                    LOSS_TOLERANCE[dtype])
-    return {"relative_error": _finite(err), "row_sum_error": _finite(row_err), "passed": bool(passed)}
+    return {"relative_error": records.finite_or_none(err), "row_sum_error": records.finite_or_none(row_err), "passed": bool(passed)}
 
 
 def _grad_rows_error(grad) -> float:
@@ -226,7 +223,7 @@ def _grad_rows_error(grad) -> float:
     step = max(1, CHUNK_ELEMENTS // grad.shape[1])
     for r in range(0, grad.shape[0], step):
         g = to_float64(grad[r:r + step])
-        xp = _module(g)
+        xp = array_module(g)
         e = xp.abs(g.sum(axis=-1)) / xp.maximum(xp.abs(g).sum(axis=-1), 1e-300)
         m = float(xp.max(xp.where(xp.isfinite(e), e, xp.inf)))
         worst = m if not m <= worst else worst
@@ -246,14 +243,3 @@ def _host_or_cupy(t):
 
         return cupy.asarray(t)
     return t
-
-
-def _module(a):
-    import sys
-
-    cupy = sys.modules.get("cupy")
-    return cupy if cupy is not None and isinstance(a, cupy.ndarray) else np
-
-
-def _finite(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import shlex
 import sys
@@ -53,6 +54,11 @@ def record(c: Candidate, rows: int, cols: int, *, times_ms=None, host_us=None, c
     if host_us:
         rec["host"] = time_stats(host_us, "us")
     return rec
+
+
+def finite_or_none(v: float) -> float | None:
+    """A check's figure as a record holds it: null where it is NaN or infinite."""
+    return float(v) if math.isfinite(v) else None
 
 
 def useful_gbps(data_bytes: int, ms: float, passes: int = 2) -> float:
