@@ -55,6 +55,28 @@ __device__ __forceinline__ void load_slice(void* dst, const void* src, i64 vecs,
         : "memory");
 }
 
+// Block `rank`'s slice [v0, v1) of a row body of `vecs` 16-byte vectors that
+// starts at `body`, for a cluster of CLUSTER blocks that each hold at most
+// CAPACITY vectors.  Where the blocks hold it, each slice is a whole number
+// of 128-byte lines, shifted by the body's first vector's place in its line,
+// so that no line of the row is split between two blocks
+// (notes/TUNING.md#line-slices); else an even split.  Traps where a slice
+// would not fit (the launch rule's invariant).
+struct HeldSlice {
+    i64 v0;
+    i64 v1;
+};
+
+template <int CLUSTER, i64 CAPACITY>
+__device__ __forceinline__ HeldSlice held_slice(i64 vecs, const void* body, unsigned rank) {
+    i64 per_block = (vecs + CLUSTER - 1) / CLUSTER, shift = 0;
+    const i64 line_shift = (i64)(((size_t)body & 127u) / 16u);
+    const i64 lined = ((vecs + line_shift + CLUSTER - 1) / CLUSTER + 7) & ~(i64)7;
+    if (lined <= CAPACITY) per_block = lined, shift = line_shift;
+    if (per_block > CAPACITY) __trap();
+    return {min(max((i64)rank * per_block - shift, (i64)0), vecs), min((i64)(rank + 1) * per_block - shift, vecs)};
+}
+
 template <int CLUSTER>
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r = 0;

@@ -112,17 +112,8 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     if (row >= rows) return;  // the last grid line's spare clusters (every block of a cluster alike)
     exchange_open(ex);  // the cluster barrier's arrival: its wait comes before the pushes
     const RowSpanOf<elem_t> r = row_span(x + row * ld_x, y + row * ld_y, n);
-    // Block b's slice: vectors [b per_block - shift, (b + 1) per_block - shift) of the body, clipped
-    // to it.  Where the blocks hold it, per_block is a whole number of 128-byte
-    // lines and shift the body's first vector's place in its line, so that no line of x is split
-    // between two blocks; else an even split (shift 0).
-    i64 per_block = (r.vecs + CR_CLUSTER - 1) / CR_CLUSTER, shift = 0;
-    const i64 line_shift = (i64)(((size_t)(r.x + r.head) & 127u) / 16u);
-    const i64 lined = ((r.vecs + line_shift + CR_CLUSTER - 1) / CR_CLUSTER + 7) & ~(i64)7;
-    if (lined <= (i64)CR_THREADS * CR_VPT) per_block = lined, shift = line_shift;
-    if (per_block > (i64)CR_THREADS * CR_VPT) __trap();  // the launch rule's invariant
-    const i64 v0 = min(max((i64)rank * per_block - shift, (i64)0), r.vecs);
-    const i64 v1 = min((i64)(rank + 1) * per_block - shift, r.vecs);
+    const HeldSlice slice = held_slice<CR_CLUSTER, (i64)CR_THREADS * CR_VPT>(r.vecs, r.x + r.head, rank);
+    const i64 v0 = slice.v0, v1 = slice.v1;
     const auto in = body_in(r);
     // This thread's vectors in the slice: the first `mine`; the rest padded
     // with elements no reduction notices (-inf forward, zeros backward).

@@ -539,23 +539,30 @@ __device__ __forceinline__ void store_chunk_vec(const RowSpanOf<H>& r, i64 v, co
     if (valid) store_out<STORE>(r, v, val);
 }
 
-// This thread's (max, sum of e^(x - max)) over its held vectors (padded by
-// load_held with -inf past its run): the max, then one sum (no rescaling as
-// the max grows); halves take the max packed (max_into) and widen each
-// vector once, for the sum.  BY_EXP_ELEM: the terms by exp_elem (its shift
-// then carried by the sum), else exp_approx.
-template <bool BY_EXP_ELEM = false, int V>
-__device__ __forceinline__ MaxSum held_max_sum(const raw_t (&raw)[V]) {
-    MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
+// The max of this thread's held vectors (padded by load_held with -inf past
+// its run); halves take it packed (max_into).
+template <int V>
+__device__ __forceinline__ float held_max(const raw_t (&raw)[V]) {
 #if SOFTMAX_DTYPE == 0
+    float m = SOFTMAX_NEG_INF;
 #pragma unroll
-    for (int j = 0; j < V; ++j) acc.max = fmaxf(acc.max, vec_max(raw[j]));
+    for (int j = 0; j < V; ++j) m = fmaxf(m, vec_max(raw[j]));
+    return m;
 #else
     unsigned max_pair = NEG_INF_PAIR;
 #pragma unroll
     for (int j = 0; j < V; ++j) max_pair = max_into(max_pair, raw[j]);
-    acc.max = pair_max(max_pair);
+    return pair_max(max_pair);
 #endif
+}
+
+// This thread's (max, sum of e^(x - max)) over its held vectors: the max,
+// then one sum (no rescaling as the max grows); halves widen each vector
+// once, for the sum.  BY_EXP_ELEM: the terms by exp_elem (its shift then
+// carried by the sum), else exp_approx.
+template <bool BY_EXP_ELEM = false, int V>
+__device__ __forceinline__ MaxSum held_max_sum(const raw_t (&raw)[V]) {
+    MaxSum acc = {held_max(raw), 0.f};
     const float base = exp_base(acc.max);
 #pragma unroll
     for (int j = 0; j < V; ++j)
