@@ -15,45 +15,18 @@
 //                           fixed order (in double), divided by the count
 //                           for a mean (tiny)
 //
-// A row's loss, for target t, smoothing e, z-loss coefficient z, V = n:
-//   (1 - e) (lse - x_t) + e (lse - sum(x) / V) + z lse^2
-// and its gradient, scaled by 1 / count for a mean (else 1):
-//   dx_j = (1 + 2 z lse) e^(x_j - lse) - e / V - (1 - e) [j == t]
-// A row whose target is ignore_index has loss 0 and gradient 0.  A target
-// outside [0, V) that is not ignore_index gives that row a NaN loss and a NaN
-// gradient (never a read outside the row).  Special values follow
-// torch.nn.functional.cross_entropy: a row of -inf, or holding +inf or NaN,
-// gives NaN.
+// The loss, its gradient and the targets' type: cross_entropy.cuh.
 // Traffic: 1 read of x for the loss alone; with the gradient, 2 reads and 1
 // write.  No atomics: every result is bitwise the same on every run.
-// Targets are int64 (XENT_TARGET_BYTES 8) or int32 (4), `ld_t` elements apart.
+// Targets are `ld_t` elements apart.
 
-#include "elements.cuh"
-
-#ifndef XENT_TARGET_BYTES
-#define XENT_TARGET_BYTES 8
-#endif
-static_assert(XENT_TARGET_BYTES == 4 || XENT_TARGET_BYTES == 8, "XENT_TARGET_BYTES: 4 int32, 8 int64");
-#if XENT_TARGET_BYTES == 4
-typedef int target_t;
-#else
-typedef long long target_t;
-#endif
+#include "cross_entropy.cuh"
 
 struct ChunkStats {  // a chunk's online (max, sum of e^(x - max)) and its plain sum of x
     float max;
     float sum;
     float total;
 };
-
-struct RowGrad {  // dx = a e^(x - m) - b, and at the target target_dx
-    float m;
-    float a;
-    float b;
-    float target_dx;
-};
-
-__device__ __forceinline__ bool in_row(i64 t, i64 n) { return t >= 0 && t < n; }
 
 // The count and the total below run over every row in one block: a 64-bit count is
 // exact at any number of rows (a float's stops at 2^24), a double total keeps the
@@ -110,7 +83,6 @@ extern "C" __global__ void cross_entropy_rows(const ChunkStats* __restrict__ par
                                               float* __restrict__ lse_out, RowGrad* __restrict__ grad) {
     __shared__ MaxSum scratch[32];
     __shared__ float totals[32];
-    const float nan = __int_as_float(0x7fffffff);
     for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
         MaxSum acc = {SOFTMAX_NEG_INF, 0.f};
         float total = 0.f;
@@ -122,45 +94,15 @@ extern "C" __global__ void cross_entropy_rows(const ChunkStats* __restrict__ par
         acc = block_merge(acc, scratch);
         total = block_sum(total, totals);
         if (threadIdx.x != 0) continue;
-        const float lse = acc.max + logf(acc.sum);
         const i64 t = (i64)target[row * ld_t];
-        const float k = scale ? scale[0] : 1.f;
-        RowGrad g = {acc.max, 0.f, 0.f, 0.f};
-        float l = 0.f;
-        if (t != ignore_index) {
-            if (in_row(t, n)) {
-                const float xt = to_float(x[row * ld_x + t]);
-                l = (1.f - smoothing) * (lse - xt) + z_loss * lse * lse;
-                if (smoothing != 0.f) l += smoothing * (lse - total / (float)n);
-                g.a = k * (1.f + 2.f * z_loss * lse) / acc.sum;
-                g.b = k * smoothing / (float)n;
-                g.target_dx = g.a * exp_approx(xt - acc.max) - g.b - k * (1.f - smoothing);
-            } else {
-                l = g.a = nan;
-            }
-        }
-        loss[row] = l;
-        if (lse_out) lse_out[row] = lse;
-        if (grad) grad[row] = g;
+        const float xt = in_row(t, n) ? to_float(x[row * ld_x + t]) : 0.f;
+        const RowLoss l = row_loss(acc, total, xt, t == ignore_index, in_row(t, n), n, smoothing, z_loss,
+                                    scale ? scale[0] : 1.f);
+        loss[row] = l.loss;
+        if (lse_out) lse_out[row] = acc.max + logf(acc.sum);
+        if (grad) grad[row] = l.grad;
     }
 }
-
-struct GradOutput {
-    float m;
-    float a;
-    float b;
-    __device__ __forceinline__ float operator()(float x) const { return a * exp_approx(x - m) - b; }
-    __device__ __forceinline__ float4 operator()(float4 v) const {
-        return make_float4((*this)(v.x), (*this)(v.y), (*this)(v.z), (*this)(v.w));
-    }
-    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const { return map8(*this, f); }
-};
-
-struct Zeros {
-    __device__ __forceinline__ float operator()(float) const { return 0.f; }
-    __device__ __forceinline__ float4 operator()(float4) const { return make_float4(0.f, 0.f, 0.f, 0.f); }
-    __device__ __forceinline__ Floats8 operator()(const Floats8& f) const { return map8(*this, f); }
-};
 
 // The chunk of a row that holds element t: chunk 0 holds the scalar head and tail.
 template <typename T>
