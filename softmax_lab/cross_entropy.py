@@ -3,9 +3,10 @@
 A training step needs the loss and the gradient of the logits.  Computed apart, as
 torch's log_softmax, nll_loss and their backward passes do, the logits are read four to
 six times.  Here the loss comes from one read of the logits (the row statistics of
-logsumexp, plus the target's logit), and the gradient, where asked, is written by one
-more pass, into a buffer or over the logits themselves (kernels/cross_entropy.cu; the
-plan: variants/cross_entropy.py).
+logsumexp, plus the target's logit), and the gradient, where asked, is written into a
+buffer or over the logits themselves: from the row held on chip where a cluster of
+blocks holds it (one read and one write), else by one more pass (kernels/
+cross_entropy_held.cu and cross_entropy.cu; the plans: variants/cross_entropy.py).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .arrays import (
 from .device import device_info, require_device
 from .problem import REDUCTIONS, Shape
 from .scratch import CallMemory
-from .variants.cross_entropy import LossBuffers, LossLauncher, LossOptions, cross_entropy_launch, cross_entropy_plan
+from .variants.cross_entropy import LossBuffers, LossLauncher, LossOptions, cross_entropy_launch
 from .variants.resources import LINE_BYTES
 
 _FLOAT32 = np.dtype(np.float32)
@@ -46,7 +47,7 @@ _launchers = LauncherCache()
 def _make_launcher(key: tuple) -> LossLauncher:
     device, shape, target_bytes = key
     dev = device_info(device)
-    return cross_entropy_launch(shape, dev, cross_entropy_plan(shape, dev), target_bytes)
+    return cross_entropy_launch(shape, dev, target_bytes)
 
 
 def cross_entropy(logits, target, *, ignore_index: int = -100, reduction: str = "mean",
@@ -79,8 +80,8 @@ def cross_entropy(logits, target, *, ignore_index: int = -100, reduction: str = 
     grad_out: where to write d loss / d logits, for an incoming gradient of 1 (for
     "none", 1 per row): an array of logits' shape and dtype on its device, or the logits
     themselves, which are then overwritten by their gradient once the loss has read
-    them.  Computed in the same call, by one more pass over the logits:
-    (softmax(x) (1 + 2 z lse) - s / vocab - (1 - s) onehot(t)), divided for "mean" by the
+    them.  Computed in the same call (from the row held on chip where it fits, else by one
+    more pass over the logits): (softmax(x) (1 + 2 z lse) - s / vocab - (1 - s) onehot(t)), divided for "mean" by the
     number of rows not ignored.
 
     stream, devices and CUDA graphs: as softmax() (a call may be captured and replayed;

@@ -6,13 +6,16 @@ import textwrap
 
 import numpy as np
 import pytest
+from devices import A100, H200
 from emulate import cross_entropy_row
 from row_inputs import FakeGpuArray, random_rows
 from sanitizer import run_sanitized
 
 import softmax_lab
-from softmax_lab.problem import DTYPES
+from softmax_lab.problem import DTYPES, Shape
 from softmax_lab.reference import cross_entropy_reference
+from softmax_lab.variants import cross_entropy as layouts
+from softmax_lab.variants.cluster_row import max_cols
 
 
 LOGITS = FakeGpuArray((4, 50))
@@ -136,6 +139,24 @@ def test_special_rows_in_the_algorithm():
     assert one["loss"] == 0 and one["grad"][0, 0] == 0 and one["lse"][0] == np.float32(7.5)
 
 
+@pytest.mark.parametrize("itemsize", [4, 2])
+def test_the_layout_and_its_passes_follow_the_row_length_and_device(itemsize):
+    """Held (one read, one write) up to the longest row cluster_row holds, chunks (the
+    gradient by a second pass) past it and before sm_90; the loss alone one read either way."""
+    dtype = "float32" if itemsize == 4 else "bfloat16"
+    longest = max_cols(H200, dtype)
+    assert longest * itemsize == 425984 * 4  # 16 blocks of 512 threads of 13 vectors
+    for rows, cols, dev, grad, want in [(4096, longest, H200, True, (1, 1)), (3, longest + 1, H200, True, (2, 1)),
+                                        (4096, 50257, H200, True, (1, 1)), (4096, 128256, A100, True, (2, 1)),
+                                        (4, 1 << 21, H200, False, (1, 0)), (4, 50257, A100, False, (1, 0))]:
+        shape = Shape(rows, cols, cols, cols, itemsize=itemsize, dtype=dtype)
+        assert layouts.passes(shape, dev, grad) == want
+        plan = layouts.held_plan(shape, dev, grad)
+        assert (plan is not None) == (cols <= longest and dev is H200)
+        if plan is not None:
+            assert plan.capacity_vecs * 16 >= cols * itemsize
+
+
 def test_every_row_ignored_is_a_nan_mean_and_a_zero_sum():
     x = np.ones((3, 5), np.float32)
     t = np.full(3, 7)
@@ -191,6 +212,8 @@ def _targets(rows, vocab, like, dtype="int64", seed=0, ignored=0.2):
     t[rng.random(rows) < ignored] = -100
     if rows:
         t[0] = vocab - 1  # the last element: in the tail of scalars past the last vector
+    if rows > 1:
+        t[1] = 0  # the first: in the head of scalars where the row starts off a 16-byte boundary
     cp = _cupy()
     if isinstance(like, cp.ndarray):
         return cp.asarray(t.astype(dtype))
@@ -198,8 +221,11 @@ def _targets(rows, vocab, like, dtype="int64", seed=0, ignored=0.2):
     return torch.from_numpy(t.astype(dtype)).to(like.device)
 
 
+# Rows a cluster holds (kernels/cross_entropy_held.cu on an H200: up to 425984 float32
+# elements, 851968 halves) and rows past what it holds (kernels/cross_entropy.cu's chunks)
 SHAPES = [(1, 1), (3, 7), (1, 32000), (5, 50257), (2, 100003), (8, 151936), (64, 1027), (300, 4099),
-          (1, 393216)]
+          (1, 393216), (2, 425984), (2, 425985), (3, 851969)]
+HELD, CHUNKED = 50257, 900001  # a vocab of each layout in every dtype
 
 
 @pytest.mark.gpu
@@ -218,9 +244,10 @@ def test_against_float64(shape, dtype):
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("smoothing, z", [(0.0, 0.0), (0.1, 0.0), (0.0, 1e-4), (0.2, 1e-3)])
 @pytest.mark.parametrize("target_dtype", ["int64", "int32"])
-def test_every_option(reduction, smoothing, z, target_dtype):
-    x = random_rows((37, 50257), "float32", seed=3)
-    t = _targets(37, 50257, x, target_dtype, seed=4)
+@pytest.mark.parametrize("shape", [(37, HELD), (3, CHUNKED)], ids=["held", "chunked"])
+def test_every_option(reduction, smoothing, z, target_dtype, shape):
+    x = random_rows(shape, "float32", seed=3)
+    t = _targets(*shape, x, target_dtype, seed=4)
     grad = _cupy().full(x.shape, np.nan, np.float32)
     loss = softmax_lab.cross_entropy(x, t, reduction=reduction, label_smoothing=smoothing, z_loss=z, grad_out=grad)
     _check(x, t, loss, reduction=reduction, smoothing=smoothing, z=z, grad=grad)
@@ -233,9 +260,10 @@ def test_every_option(reduction, smoothing, z, target_dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_the_gradient_over_the_logits_themselves(dtype):
-    x = random_rows((6, 100003), dtype, seed=11)
-    t = _targets(6, 100003, x, seed=12)
+@pytest.mark.parametrize("shape", [(6, 100003), (2, CHUNKED)], ids=["held", "chunked"])
+def test_the_gradient_over_the_logits_themselves(dtype, shape):
+    x = random_rows(shape, dtype, seed=11)
+    t = _targets(*shape, x, seed=12)
     kept = x.clone() if dtype == "bfloat16" else x.copy()
     loss = softmax_lab.cross_entropy(x, t, label_smoothing=0.1, z_loss=1e-4, grad_out=x)
     _check(kept, t, loss, smoothing=0.1, z=1e-4, grad=x)
@@ -262,12 +290,12 @@ def test_views_strides_and_layouts():
 
 
 @pytest.mark.gpu
-def test_special_rows_as_torch():
+@pytest.mark.parametrize("n", [HELD, CHUNKED], ids=["held", "chunked"])
+def test_special_rows_as_torch(n):
     """Against torch.nn.functional.cross_entropy in float64: -inf logits, rows of -inf,
     +inf, NaN, a row whose target is -inf, and vocab 1."""
     torch = _torch()
     F = torch.nn.functional
-    n = 50257
     x = torch.randn(7, n, dtype=torch.float64, device="cuda") * 4
     x[1, ::2] = -torch.inf
     x[2] = -torch.inf
@@ -288,10 +316,11 @@ def test_special_rows_as_torch():
 
 
 @pytest.mark.gpu
-def test_a_target_out_of_range_is_a_nan_row_and_the_context_survives():
+@pytest.mark.parametrize("vocab", [3001, CHUNKED], ids=["held", "chunked"])
+def test_a_target_out_of_range_is_a_nan_row_and_the_context_survives(vocab):
     cp = _cupy()
-    x = random_rows((5, 3001), "float32", seed=21)
-    t = cp.asarray([3, 3001, -1, -100, 1 << 40], dtype=cp.int64)
+    x = random_rows((5, vocab), "float32", seed=21)
+    t = cp.asarray([3, vocab, -1, -100, 1 << 40], dtype=cp.int64)
     g = cp.full(x.shape, 7.0, cp.float32)
     per_row = softmax_lab.cross_entropy(x, t, reduction="none", grad_out=g)
     got = cp.asnumpy(per_row)
@@ -508,7 +537,7 @@ def test_memcheck_sanitizer(tmp_path):
     run_sanitized("memcheck", textwrap.dedent("""
         import cupy as cp
         import softmax_lab
-        for rows, vocab in [(1, 1), (3, 1029), (2, 393217), (129, 33)]:
+        for rows, vocab in [(1, 1), (3, 1029), (2, 393217), (2, 425985), (129, 33)]:
             x = cp.random.standard_normal((rows, vocab + 1), dtype=cp.float32)[:, 1:]
             t = cp.random.randint(0, vocab, rows).astype(cp.int64)
             t[0] = vocab - 1

@@ -17,6 +17,7 @@ from softmax_lab.problem import (
     kernel_defines,
 )
 from softmax_lab.variants import cluster_row as CR
+from softmax_lab.variants import cross_entropy as XENT
 from softmax_lab.variants import multi_block as MB
 from softmax_lab.variants import multi_block_smem as MBS
 from softmax_lab.variants import single_read as SR
@@ -53,6 +54,28 @@ def _cluster_row_plans():
                     if plan is not None:
                         found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, op), plan)
     return sorted(((plan, dtype, op) for (_, _, _, dtype, op), plan in found.items()),
+                  key=lambda p: (p[0].label(), p[1], p[2]))
+
+
+# cross_entropy_held's gradient on the longest rows keeps two blocks per SM and spills a few
+# words, by its plan (variants/cross_entropy.py, GRADIENT_REGISTERS): at most this many bytes.
+HELD_GRADIENT_SPILL = 128
+
+
+def _cross_entropy_held_plans():
+    """cross_entropy_held's plans (the loss alone, and with its gradient) over the same grid."""
+    found = {}
+    for dev in (H200, SMALL_HOPPER):
+        for cols in (4097, 8191, 13000, 20000, 32000, 50257, 65536, 100003, 128256, 151936, 196609, 262147,
+                     300003, 393216, 600000, 786432):
+            for rows in (1, 32, 4096):
+                for dtype in ("float32", "bfloat16"):
+                    for grad in (False, True):
+                        shape = Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype)
+                        plan = XENT.held_plan(shape, dev, grad)
+                        if plan is not None:
+                            found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, grad), plan)
+    return sorted(((plan, dtype, grad) for (*_, dtype, grad), plan in found.items()),
                   key=lambda p: (p[0].label(), p[1], p[2]))
 
 
@@ -121,6 +144,10 @@ def _builds():
             for arch in ("sm_80", "sm_90"):
                 yield pytest.param("cross_entropy.cu", arch, kernel_defines(dtype) | {"XENT_TARGET_BYTES": target_bytes},
                                    id=f"cross_entropy-{dtype}-int{8 * target_bytes}-{arch}")
+    for plan, dtype, grad in _cross_entropy_held_plans():
+        defines = plan.defines() | kernel_defines(dtype, "log_softmax") | {"XENT_GRAD": int(grad)}
+        yield pytest.param("cross_entropy_held.cu", "sm_90", defines,
+                           id=f"cross_entropy_held-{plan.label()}-{dtype}{'-grad' * grad}")
     for plan, dtype, op in _cluster_row_plans():
         yield pytest.param("cluster_row.cu", "sm_90", plan.defines() | kernel_defines(dtype, op),
                            id=f"cluster_row-{plan.label()}-{dtype}-{op}")
@@ -136,9 +163,10 @@ def test_compiles_without_spills(source, arch, defines):
     assert entries, log
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert len(spills) == len(entries), log
-    assert all(s == ("0", "0") for s in spills), log
+    limit = HELD_GRADIENT_SPILL if source == "cross_entropy_held.cu" and (defines or {}).get("XENT_GRAD") else 0
+    assert all(int(stores) <= limit and int(loads) <= limit for stores, loads in spills), log
     stacks = re.findall(r"(\d+) bytes stack frame", log)
-    assert all(s == "0" for s in stacks), log
+    assert all(int(s) <= limit for s in stacks), log
 
 
 def test_registered_entries_exist_in_sources():

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..device import DeviceInfo
-from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, ITEMSIZE, LOSS_OPS
+from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, ITEMSIZE, LOSS_OPS, Shape
 from ..variants import choose, get_variant
+from ..variants import cross_entropy as cross_entropy_variant
 from ..variants import variants as registered_variants
 
 HOST_SHAPE = (8, 1024)  # the tiny input of the host candidates
@@ -109,11 +110,11 @@ READ = Candidate("read.words", "copy", 1, 0,
                  "kernels/read.cu: the tensor's 32-bit words summed (16-byte loads), one sum a block")
 LOSS_AUTO = {
     "cross_entropy": Candidate("auto", "variant", 1, 0,
-                               "softmax_lab.cross_entropy: kernels/cross_entropy.cu's partials read the logits once "
+                               "softmax_lab.cross_entropy on rows split into chunks: kernels/cross_entropy.cu's partials read the logits once "
                                "(a row's online max and sum, and its plain sum), a tiny pass merges them per row"),
     "cross_entropy_grad": Candidate("auto", "variant", 2, 1,
-                                    "softmax_lab.cross_entropy(grad_out=): the loss's read, then a second pass "
-                                    "reads the logits again and writes the gradient"),
+                                    "softmax_lab.cross_entropy(grad_out=) on rows split into chunks: the loss's "
+                                    "read, then a second pass reads the logits again and writes the gradient"),
 }
 LOSS_PEERS = {
     "cross_entropy": (
@@ -247,10 +248,23 @@ def pick(rows: int, cols: int, dev: DeviceInfo, dtype: str = "float32", op: str 
 def resolve(c: Candidate, rows: int, cols: int, dev: DeviceInfo, dtype: str = "float32",
             op: str = "softmax") -> Candidate:
     """auto with the traffic of the variant it picks for the shape; others unchanged."""
-    if c.name != AUTO.name or op in LOSS_OPS:
+    if c.name != AUTO.name:
         return c
+    if op in LOSS_OPS:
+        return _loss_auto(c, rows, cols, dev, dtype, op)
     v = pick(rows, cols, dev, dtype, op)
     return Candidate("auto", "variant", *_variant_passes(v, op), f"variant='auto' picks {v.name}: {v.summary}")
+
+
+def _loss_auto(c: Candidate, rows: int, cols: int, dev: DeviceInfo, dtype: str, op: str) -> Candidate:
+    """The loss's auto with the passes of the layout it runs for the shape."""
+    grad = op == "cross_entropy_grad"
+    shape = Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype)
+    held = cross_entropy_variant.held_plan(shape, dev, grad) is not None
+    how = ("the row held on chip across a cluster (kernels/cross_entropy_held.cu): "
+           + ("the loss from one read, the gradient written from the registers" if grad else "the loss from one read")
+           if held else c.model)
+    return Candidate(c.name, c.kind, *cross_entropy_variant.passes(shape, dev, grad), how)
 
 
 def skip_reason(c: Candidate, cols: int, dev: DeviceInfo, torch_reason: str | None,

@@ -96,12 +96,14 @@ def slots_and_tickets(memory: CallMemory, items: int) -> tuple[cupy.ndarray, cup
     return memory.filled_words(items, 0xBF), memory.filled_words(1, 0)
 
 
-def cluster_kernel(source: str, plan, dev: DeviceInfo, shape: Shape) -> cupy.RawKernel:
-    """The cluster kernel of kernels/<source> built for `plan` and the shape's dtype and op,
-    with its dynamic shared memory and (past 8 blocks in the hardware cluster it launches,
-    `plan.cluster_dims`) the non-portable cluster size allowed."""
+def cluster_kernel(source: str, plan, dev: DeviceInfo, shape: Shape,
+                   defines: dict[str, int] | None = None) -> cupy.RawKernel:
+    """The cluster kernel of kernels/<source> built for `plan` and the shape's dtype and op
+    (and `defines` besides), with its dynamic shared memory and (past 8 blocks in the
+    hardware cluster it launches, `plan.cluster_dims`) the non-portable cluster size allowed."""
     kernel = loader.get_kernel(source, source.removesuffix(".cu"),
-                               plan.defines(dev) | kernel_defines(shape.dtype, shape.op), device_id=dev.id)
+                               plan.defines(dev) | kernel_defines(shape.dtype, shape.op) | (defines or {}),
+                               device_id=dev.id)
     kernel.max_dynamic_shared_size_bytes = plan.smem_bytes
     if plan.cluster_dims > 8:
         cupy.cuda.driver.funcSetAttribute(kernel.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)

@@ -1,10 +1,21 @@
-"""Cross-entropy over rows split into chunks (kernels/cross_entropy.cu): the loss in one
-read of the logits, and with it the gradient, written by a second pass over the same
-chunks.  The chunks are row_stats_plan's: a read-only pass over a few long rows needs
-them short enough to fill the GPU, as logsumexp's does."""
+"""Cross-entropy (kernels/cross_entropy_held.cu, kernels/cross_entropy.cu): the loss in one
+read of the logits, and with it the gradient.
+
+Two layouts, by row length and device:
+  held:    where cluster_row holds the row (sm_90, up to 16 blocks of its block shapes), each
+           row in registers across a cluster: the loss from one read, and the gradient
+           written from the registers (1 read + 1 write).  cluster_row_plan's plan, with
+           fewer blocks per SM where the gradient's build needs the registers
+           (GRADIENT_REGISTERS; tests/test_loader.py compiles the plans of a grid);
+  chunked: elsewhere, rows split into chunks (row_stats_plan's, short enough to fill the
+           GPU as logsumexp's): the loss from one read, the gradient by a second pass
+           (2 reads + 1 write).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,11 +26,18 @@ from .. import loader
 from ..device import DeviceInfo
 from ..problem import Shape, kernel_defines
 from ..scratch import CallMemory
-from .base import ptr
-from .multi_block import MultiBlockPlan, chunk_grids, row_stats_plan
+from .base import DEVICE_REFUSALS, cluster_kernel, ptr, resident_groups
+from .cluster_row import RowClusterPlan, blocks_per_sm, cluster_row_plan
+from .multi_block import chunk_grids, row_stats_plan
+from .resources import MAX_GRID_X
 
 ONE_BLOCK = 1024  # threads of the one-block kernels (the count and the total)
 ROW_THREADS = 256  # threads of cross_entropy_rows' block per row
+# Registers the held gradient's build needs beyond cluster_row's model (the loss alone needs
+# none).  With them the longest rows (16 x 256 x 19 or more vectors, two blocks per SM) spill
+# a few words, which cost less than one block per SM would: 1.02 against 1.28 x copy at
+# 4096 x 393216 float32 on an H100 (notes/TUNING.md#cross-entropy).
+GRADIENT_REGISTERS = 8
 
 
 @dataclass(frozen=True)
@@ -53,42 +71,86 @@ class LossBuffers:
 LossLauncher = Callable[[LossBuffers, LossOptions, cupy.cuda.Stream], None]
 
 
-def cross_entropy_plan(shape: Shape, dev: DeviceInfo) -> MultiBlockPlan:
-    """The chunks of the partials' and the gradient's passes for rows of `shape` on `dev`."""
-    return row_stats_plan(shape, dev)
+def held_plan(shape: Shape, dev: DeviceInfo, grad: bool) -> RowClusterPlan | None:
+    """The held layout's plan for rows of `shape` on `dev` (with the gradient or not), or None
+    where no cluster holds the row."""
+    plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, 1)
+    if plan is None or not grad:
+        return plan
+    per_sm = blocks_per_sm(plan.threads, plan.vpt, 1, shape.itemsize, plan.cluster, GRADIENT_REGISTERS)
+    return dataclasses.replace(plan, blocks_per_sm=min(plan.blocks_per_sm, per_sm))
 
 
-def cross_entropy_launch(shape: Shape, dev: DeviceInfo, plan: MultiBlockPlan, target_bytes: int) -> LossLauncher:
+def passes(shape: Shape, dev: DeviceInfo, grad: bool) -> tuple[int, int]:
+    """(reads, writes) of the logits' size that a call makes: the traffic model."""
+    if not grad:
+        return 1, 0
+    return (1, 1) if held_plan(shape, dev, True) else (2, 1)
+
+
+def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> LossLauncher:
     """launcher(buffers, options, stream): the launches of one call (LossBuffers, LossOptions)."""
     defines = kernel_defines(shape.dtype, "softmax") | {"XENT_TARGET_BYTES": target_bytes}
     get = lambda entry: loader.get_kernel("cross_entropy.cu", entry, defines, device_id=dev.id).kernel
-    count_k, partials_k, rows_k = get("cross_entropy_count"), get("cross_entropy_partials"), get("cross_entropy_rows")
-    grad_k, total_k = get("cross_entropy_grad"), get("cross_entropy_total")
-    chunks, item_grid, row_grid = chunk_grids(shape, plan)
+    count_k, total_k = get("cross_entropy_count"), get("cross_entropy_total")
     rows, cols, ld_x = np.int64(shape.rows), np.int64(shape.cols), np.int64(shape.ld_x)
-    n_chunk_vecs, n_chunks = np.int64(plan.chunk_vecs), np.int64(chunks)
+
+    @functools.cache
+    def held(grad: bool):
+        """(kernel, grid, block) of the held layout, or None where the device cannot run it."""
+        plan = held_plan(shape, dev, grad)
+        if plan is None:
+            return None
+        try:
+            kernel = cluster_kernel("cross_entropy_held.cu", plan, dev, shape,
+                                    {"SOFTMAX_LOG": 1, "XENT_TARGET_BYTES": target_bytes, "XENT_GRAD": int(grad)})
+            if resident_groups(plan, kernel, dev) < 1:
+                return None
+        except DEVICE_REFUSALS:  # a cluster size or a block the device refuses: the chunks run
+            return None
+        per_line = min(shape.rows, MAX_GRID_X // plan.cluster)  # rows of a grid line, a cluster each
+        return kernel.kernel, (per_line * plan.cluster, -(-shape.rows // per_line)), (plan.threads,)
+
+    @functools.cache
+    def chunked():
+        plan = row_stats_plan(shape, dev)
+        chunks, item_grid, row_grid = chunk_grids(shape, plan)
+        kernels = get("cross_entropy_partials"), get("cross_entropy_rows"), get("cross_entropy_grad")
+        return kernels, plan, chunks, item_grid, row_grid
+
+    def launch_chunked(out: LossBuffers, options: LossOptions, scale, loss_rows, memory, stream) -> None:
+        (partials_k, rows_k, grad_k), plan, chunks, item_grid, row_grid = chunked()
+        ignore, ld_t = np.int64(options.ignore_index), np.int64(out.ld_target)
+        n_chunk_vecs, n_chunks = np.int64(plan.chunk_vecs), np.int64(chunks)
+        partials = memory.empty((shape.rows * chunks, 3), cupy.float32)
+        row_grad = memory.empty((shape.rows, 4), cupy.float32) if out.grad else ptr(0)
+        partials_k(item_grid, (plan.threads,), (ptr(out.x), rows, cols, ld_x, n_chunk_vecs, n_chunks, partials),
+                   stream=stream)
+        rows_k(row_grid, (ROW_THREADS,), (partials, ptr(out.x), ptr(out.target), rows, cols, ld_x, ld_t, n_chunks,
+                                          ignore, np.float32(options.label_smoothing), np.float32(options.z_loss),
+                                          scale, loss_rows, ptr(out.lse), row_grad), stream=stream)
+        if out.grad:
+            grad_k(item_grid, (plan.threads,), (ptr(out.x), ptr(out.grad), ptr(out.target), rows, cols, ld_x,
+                                                np.int64(out.ld_grad), ld_t, n_chunk_vecs, n_chunks, ignore,
+                                                row_grad), stream=stream)
 
     def launch(out: LossBuffers, options: LossOptions, stream) -> None:
         mean = options.reduction == "mean"
-        ignore, ld_t = np.int64(options.ignore_index), np.int64(out.ld_target)
         with CallMemory(stream) as memory:
             scale = memory.empty(2, cupy.float32) if mean else ptr(0)  # (1 / count, count)
             if mean:
-                count_k((1,), (ONE_BLOCK,), (ptr(out.target), rows, ld_t, ignore, np.int32(1), scale),
-                        stream=stream)
-            partials = memory.empty((shape.rows * chunks, 3), cupy.float32)
+                count_k((1,), (ONE_BLOCK,), (ptr(out.target), rows, np.int64(out.ld_target),
+                                             np.int64(options.ignore_index), np.int32(1), scale), stream=stream)
             loss_rows = ptr(out.loss_rows) if out.loss_rows else memory.empty(shape.rows, cupy.float32)
-            row_grad = memory.empty((shape.rows, 4), cupy.float32) if out.grad else ptr(0)
-            partials_k(item_grid, (plan.threads,), (ptr(out.x), rows, cols, ld_x, n_chunk_vecs, n_chunks, partials),
-                       stream=stream)
-            rows_k(row_grid, (ROW_THREADS,), (partials, ptr(out.x), ptr(out.target), rows, cols, ld_x, ld_t, n_chunks,
-                                              ignore, np.float32(options.label_smoothing),
-                                              np.float32(options.z_loss), scale, loss_rows, ptr(out.lse), row_grad),
-                   stream=stream)
-            if out.grad:
-                grad_k(item_grid, (plan.threads,), (ptr(out.x), ptr(out.grad), ptr(out.target), rows, cols, ld_x,
-                                                    np.int64(out.ld_grad), ld_t, n_chunk_vecs, n_chunks, ignore,
-                                                    row_grad), stream=stream)
+            held_launch = held(bool(out.grad))
+            if held_launch is None:
+                launch_chunked(out, options, scale, loss_rows, memory, stream)
+            else:
+                kernel, grid, block = held_launch
+                kernel(grid, block, (ptr(out.x), ptr(out.grad), ptr(out.target), rows, cols, ld_x,
+                                     np.int64(out.ld_grad), np.int64(out.ld_target), np.int64(options.ignore_index),
+                                     np.float32(options.label_smoothing), np.float32(options.z_loss), scale,
+                                     loss_rows, ptr(out.lse)), stream=stream)
             if out.total:
                 total_k((1,), (ONE_BLOCK,), (loss_rows, rows, scale, ptr(out.total)), stream=stream)
 
