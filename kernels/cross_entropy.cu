@@ -1,9 +1,9 @@
 // cross_entropy.cu: the cross-entropy loss of rows of logits, and its gradient
 // in the same launch sequence, with the row split over blocks as in multi_block.
 //
-//   cross_entropy_count:    one block: the rows whose target is not
-//                           ignore_index, and the gradient's scale (1 / that
-//                           count for a mean, else 1)                  (tiny)
+//   cross_entropy_count:    one block, for a mean: the rows whose target is
+//                           not ignore_index, and the gradient's scale
+//                           (1 / that count)                           (tiny)
 //   cross_entropy_partials: block (row, c) computes the online (m, s) and
 //                           the plain sum of chunk c of the row        (read x)
 //   cross_entropy_rows:     one block per row merges the row's partials in a
@@ -38,13 +38,15 @@ __device__ __forceinline__ T warp_total(T v) {
     return v;
 }
 
-extern "C" __global__ void cross_entropy_count(const target_t* __restrict__ target, i64 rows, i64 ld_t,
-                                               i64 ignore_index, int mean, float* __restrict__ scale) {
+// The one-block kernels take their per-call arguments first, their shape's last
+// (variants/cross_entropy.py launches them prepared).
+extern "C" __global__ void cross_entropy_count(const target_t* __restrict__ target, i64 ld_t, i64 ignore_index,
+                                               float* __restrict__ scale, i64 rows) {
     __shared__ i64 scratch[32];
     i64 kept = 0;
     for (i64 row = threadIdx.x; row < rows; row += blockDim.x) kept += (i64)target[row * ld_t] != ignore_index;
     kept = block_reduce<i64, warp_total<i64>>(kept, scratch, 0);
-    if (threadIdx.x == 0) scale[0] = mean ? 1.f / (float)kept : 1.f, scale[1] = (float)kept;
+    if (threadIdx.x == 0) scale[0] = 1.f / (float)kept, scale[1] = (float)kept;
 }
 
 extern "C" __global__ void cross_entropy_partials(const elem_t* __restrict__ x, i64 rows, i64 n, i64 ld_x,
@@ -134,8 +136,8 @@ extern "C" __global__ void cross_entropy_grad(const elem_t* x, elem_t* dx, const
     }
 }
 
-extern "C" __global__ void cross_entropy_total(const float* __restrict__ loss, i64 rows,
-                                               const float* __restrict__ count, float* __restrict__ out) {
+extern "C" __global__ void cross_entropy_total(const float* __restrict__ loss, const float* __restrict__ count,
+                                               float* __restrict__ out, i64 rows) {
     __shared__ double scratch[32];
     double acc = 0.0;
     for (i64 row = threadIdx.x; row < rows; row += blockDim.x) acc += loss[row];

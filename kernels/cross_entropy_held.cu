@@ -17,7 +17,8 @@
 //
 // Traffic: 1 read of x, and with the gradient 1 write of dx (which may be x
 // itself: every element is read into registers before the exchange, and
-// written after it).  Launch: as cluster_row's forward (a grid of
+// written after it).  The arguments: a call's first, the shape's last (a
+// prepared launch).  Launch: as cluster_row's forward (a grid of
 // CR_CLUSTER x R by ceil(rows / R) blocks, variants/cross_entropy.py); the
 // mean's scale comes from cross_entropy.cu's count, launched before, and the
 // reduced loss from its total, after.  Built with SOFTMAX_LOG: the halves'
@@ -88,9 +89,9 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
 #if CR_CLUSTER > 1
     __cluster_dims__(CR_CLUSTER, 1, 1)
 #endif
-        cross_entropy_held(const elem_t* x, elem_t* dx, const target_t* __restrict__ target, i64 rows, i64 n,
-                           i64 ld_x, i64 ld_dx, i64 ld_t, i64 ignore_index, float smoothing, float z_loss,
-                           const float* __restrict__ scale, float* __restrict__ loss, float* __restrict__ lse_out) {
+        cross_entropy_held(const elem_t* x, elem_t* dx, const target_t* __restrict__ target, i64 ld_dx, i64 ld_t,
+                           i64 ignore_index, float smoothing, float z_loss, const float* __restrict__ scale,
+                           float* __restrict__ loss, float* __restrict__ lse_out, i64 rows, i64 n, i64 ld_x) {
     __shared__ PushedExchange<CR_CLUSTER, CR_THREADS / 32, LossStats> ex;
     const unsigned rank = cluster_rank<CR_CLUSTER>();
     const i64 row = blockIdx.x / CR_CLUSTER + (i64)blockIdx.y * (gridDim.x / CR_CLUSTER);

@@ -46,47 +46,55 @@ def ptr(p: int) -> np.uint64:
     return np.uint64(p)
 
 
+class PreparedLaunch:
+    """One kernel's launch with its arguments laid out once, an 8-byte cell each (an integer,
+    a pointer, or a float32's bits: float_bits), so that a call writes the cells it changes
+    and launches (cuLaunchKernel through cupy.cuda.driver.launchKernel) rather than have
+    CuPy pack every argument again.  A lock keeps concurrent calls from different threads
+    off each other's cells until the launch has copied them."""
+
+    def __init__(self, function, grid: tuple, block: tuple, values: tuple, smem: int = 0):
+        self._values = (ctypes.c_int64 * len(values))(*values)
+        base = ctypes.addressof(self._values)
+        self._params = (ctypes.c_void_p * len(values))(*(base + 8 * i for i in range(len(values))))
+        self._address = ctypes.addressof(self._params)
+        self._function = function.ptr
+        (self._gx, self._gy, self._gz), (self._bx, self._by, self._bz) = (*grid, 1, 1)[:3], (*block, 1, 1)[:3]
+        self._smem = smem
+        self._lock = threading.Lock()
+
+    def __call__(self, stream, *values) -> None:
+        """Launch on `stream` with the first len(values) arguments set to `values` (the rest
+        as they were)."""
+        if not cupy.cuda.driver.ctxGetCurrent():  # a new thread: no context until the runtime binds one
+            cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
+        with self._lock:
+            self._values[:len(values)] = values
+            cupy.cuda.driver.launchKernel(self._function, self._gx, self._gy, self._gz, self._bx, self._by, self._bz,
+                                          self._smem, stream.ptr, self._address, 0)
+
+
+def float_bits(v: float) -> int:
+    """A float32 argument's cell for PreparedLaunch: its bits (the kernel reads the low 4 bytes)."""
+    return int(np.float32(v).view(np.int32))
+
+
 def one_kernel_launcher(function, grid: tuple, block: tuple, scalars: tuple, backward: bool,
                         smem: int = 0) -> Launcher:
-    """The launcher of one kernel that takes (x, y, *scalars), or for the
-    backward ops (x, g, y, *scalars), every argument 8 bytes: the arguments
-    laid out once, so that a call writes two or three pointers and launches
-    (cuLaunchKernel through cupy.cuda.driver.launchKernel) rather than have
-    CuPy pack every argument again.  A lock keeps concurrent calls from
-    different threads off each other's pointers until the launch has copied
-    them."""
+    """The launcher of one kernel that takes (x, y, *scalars), or for the backward ops
+    (x, g, y, *scalars), every argument 8 bytes: a PreparedLaunch whose calls set the
+    pointers."""
     pointers = 3 if backward else 2
-    values = (ctypes.c_int64 * (pointers + len(scalars)))(*([0] * pointers), *map(int, scalars))
-    base = ctypes.addressof(values)
-    params = (ctypes.c_void_p * len(values))(*(base + 8 * i for i in range(len(values))))
-    address = ctypes.addressof(params)
-    f = function.ptr
-    gx, gy, gz = (*grid, 1, 1)[:3]
-    bx, by, bz = (*block, 1, 1)[:3]
-    lock = threading.Lock()
-    launch_kernel, current_context = cupy.cuda.driver.launchKernel, cupy.cuda.driver.ctxGetCurrent
-
-    def bind_context() -> None:  # a new thread has no current context until the runtime binds one
-        if not current_context():
-            cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
-
+    prepared = PreparedLaunch(function, grid, block, (0,) * pointers + tuple(map(int, scalars)), smem)
     if backward:
         def launch_backward(x: int, y: int, stream, g: int) -> None:
-            bind_context()
-            with lock:
-                values[0], values[1], values[2] = x, g, y
-                launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream.ptr, address, 0)
+            prepared(stream, x, g, y)
 
-        launch_backward.keep = (values, params)  # the buffers live as long as the launcher
         return launch_backward
 
     def launch(x: int, y: int, stream) -> None:
-        bind_context()
-        with lock:
-            values[0], values[1] = x, y
-            launch_kernel(f, gx, gy, gz, bx, by, bz, smem, stream.ptr, address, 0)
+        prepared(stream, x, y)
 
-    launch.keep = (values, params)
     return launch
 
 

@@ -26,7 +26,7 @@ from .. import loader
 from ..device import DeviceInfo
 from ..problem import Shape, kernel_defines
 from ..scratch import CallMemory
-from .base import DEVICE_REFUSALS, cluster_kernel, ptr, resident_groups
+from .base import DEVICE_REFUSALS, PreparedLaunch, cluster_kernel, float_bits, ptr, resident_groups
 from .cluster_row import RowClusterPlan, blocks_per_sm, cluster_row_plan
 from .multi_block import chunk_grids, row_stats_plan
 from .resources import MAX_GRID_X
@@ -89,15 +89,18 @@ def passes(shape: Shape, dev: DeviceInfo, grad: bool) -> tuple[int, int]:
 
 
 def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> LossLauncher:
-    """launcher(buffers, options, stream): the launches of one call (LossBuffers, LossOptions)."""
+    """launcher(buffers, options, stream): the launches of one call (LossBuffers, LossOptions).
+    The held kernel, the count and the total launch prepared (PreparedLaunch), so that a small
+    call costs little more than its launches; the chunks' kernels through CuPy."""
     defines = kernel_defines(shape.dtype, "softmax") | {"XENT_TARGET_BYTES": target_bytes}
     get = lambda entry: loader.get_kernel("cross_entropy.cu", entry, defines, device_id=dev.id).kernel
-    count_k, total_k = get("cross_entropy_count"), get("cross_entropy_total")
     rows, cols, ld_x = np.int64(shape.rows), np.int64(shape.cols), np.int64(shape.ld_x)
+    count = PreparedLaunch(get("cross_entropy_count"), (1,), (ONE_BLOCK,), (0, 0, 0, 0, shape.rows))
+    total = PreparedLaunch(get("cross_entropy_total"), (1,), (ONE_BLOCK,), (0, 0, 0, shape.rows))
 
     @functools.cache
-    def held(grad: bool):
-        """(kernel, grid, block) of the held layout, or None where the device cannot run it."""
+    def held(grad: bool) -> PreparedLaunch | None:
+        """The held layout's launch, or None where the device cannot run it."""
         plan = held_plan(shape, dev, grad)
         if plan is None:
             return None
@@ -109,7 +112,8 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
         except DEVICE_REFUSALS:  # a cluster size or a block the device refuses: the chunks run
             return None
         per_line = min(shape.rows, MAX_GRID_X // plan.cluster)  # rows of a grid line, a cluster each
-        return kernel.kernel, (per_line * plan.cluster, -(-shape.rows // per_line)), (plan.threads,)
+        grid = (per_line * plan.cluster, -(-shape.rows // per_line))
+        return PreparedLaunch(kernel.kernel, grid, (plan.threads,), (0,) * 11 + (shape.rows, shape.cols, shape.ld_x))
 
     @functools.cache
     def chunked():
@@ -118,7 +122,7 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
         kernels = get("cross_entropy_partials"), get("cross_entropy_rows"), get("cross_entropy_grad")
         return kernels, plan, chunks, item_grid, row_grid
 
-    def launch_chunked(out: LossBuffers, options: LossOptions, scale, loss_rows, memory, stream) -> None:
+    def launch_chunked(out: LossBuffers, options: LossOptions, scale: int, loss_rows: int, memory, stream) -> None:
         (partials_k, rows_k, grad_k), plan, chunks, item_grid, row_grid = chunked()
         ignore, ld_t = np.int64(options.ignore_index), np.int64(out.ld_target)
         n_chunk_vecs, n_chunks = np.int64(plan.chunk_vecs), np.int64(chunks)
@@ -128,30 +132,26 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
                    stream=stream)
         rows_k(row_grid, (ROW_THREADS,), (partials, ptr(out.x), ptr(out.target), rows, cols, ld_x, ld_t, n_chunks,
                                           ignore, np.float32(options.label_smoothing), np.float32(options.z_loss),
-                                          scale, loss_rows, ptr(out.lse), row_grad), stream=stream)
+                                          ptr(scale), ptr(loss_rows), ptr(out.lse), row_grad), stream=stream)
         if out.grad:
             grad_k(item_grid, (plan.threads,), (ptr(out.x), ptr(out.grad), ptr(out.target), rows, cols, ld_x,
                                                 np.int64(out.ld_grad), ld_t, n_chunk_vecs, n_chunks, ignore,
                                                 row_grad), stream=stream)
 
     def launch(out: LossBuffers, options: LossOptions, stream) -> None:
-        mean = options.reduction == "mean"
         with CallMemory(stream) as memory:
-            scale = memory.empty(2, cupy.float32) if mean else ptr(0)  # (1 / count, count)
-            if mean:
-                count_k((1,), (ONE_BLOCK,), (ptr(out.target), rows, np.int64(out.ld_target),
-                                             np.int64(options.ignore_index), np.int32(1), scale), stream=stream)
-            loss_rows = ptr(out.loss_rows) if out.loss_rows else memory.empty(shape.rows, cupy.float32)
+            scale = 0  # (1 / count, count) for a mean
+            if options.reduction == "mean":
+                scale = memory.empty(2, cupy.float32).data.ptr
+                count(stream, out.target, out.ld_target, options.ignore_index, scale)
+            loss_rows = out.loss_rows or memory.empty(shape.rows, cupy.float32).data.ptr
             held_launch = held(bool(out.grad))
             if held_launch is None:
                 launch_chunked(out, options, scale, loss_rows, memory, stream)
             else:
-                kernel, grid, block = held_launch
-                kernel(grid, block, (ptr(out.x), ptr(out.grad), ptr(out.target), rows, cols, ld_x,
-                                     np.int64(out.ld_grad), np.int64(out.ld_target), np.int64(options.ignore_index),
-                                     np.float32(options.label_smoothing), np.float32(options.z_loss), scale,
-                                     loss_rows, ptr(out.lse)), stream=stream)
+                held_launch(stream, out.x, out.grad, out.target, out.ld_grad, out.ld_target, options.ignore_index,
+                            float_bits(options.label_smoothing), float_bits(options.z_loss), scale, loss_rows, out.lse)
             if out.total:
-                total_k((1,), (ONE_BLOCK,), (loss_rows, rows, scale, ptr(out.total)), stream=stream)
+                total(stream, loss_rows, scale, out.total)
 
     return launch
