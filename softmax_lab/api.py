@@ -424,14 +424,20 @@ def _span(a: ArrayView) -> tuple[int, int]:
     return lo - a.ptr, hi - a.ptr
 
 
-def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch,
-              op: str = "softmax", gv: ArrayView | None = None) -> None:
+def _watch_torch() -> None:
+    """Let _key take torch tensors (from the first call on one)."""
     global _torch_tensor
-    x = xv.obj
-    if xv.kind == "torch" and _torch_tensor is None:
+    if _torch_tensor is None:
         import torch
 
         _torch_tensor = torch.Tensor
+
+
+def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch,
+              op: str = "softmax", gv: ArrayView | None = None) -> None:
+    x = xv.obj
+    if xv.kind == "torch":
+        _watch_torch()
     kx = _key(x)
     ko = None if ov is None else _key(ov.obj)
     kg = None if gv is None else _key(gv.obj)

@@ -492,6 +492,34 @@ def test_repeated_calls_are_bitwise_the_same():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_a_repeated_call_refuses_what_the_first_would(library):
+    """The repeated call's fast path (the launcher of an earlier call of the same layouts
+    and keywords) gives the checked path's results on new data, and never takes what the
+    checked path refuses: a grad_out overlapping the logits, a bool ignore_index."""
+    rows, n = 9, 30011
+
+    def arrays(seed):  # logits in a wider buffer, and a grad_out 4 elements into another
+        xbuf = random_rows((rows, n + 8), "float32", seed=seed)
+        gbuf = xbuf * np.nan
+        if library == "torch":
+            xbuf, gbuf = (_torch().as_tensor(a, device="cuda") for a in (xbuf, gbuf))
+        return xbuf, xbuf[:, :n], gbuf[:, 4:n + 4], _targets(rows, n, xbuf, seed=seed)
+
+    xbuf, x, g, t = arrays(31)
+    for _ in range(2):  # the second call takes the fast path
+        loss, lse = softmax_lab.cross_entropy(x, t, ignore_index=1, grad_out=g, return_lse=True)
+        _check(x, t, loss, ignore_index=1, grad=g, lse=lse)
+    with pytest.raises(ValueError, match="overlaps"):  # x's layout, 4 elements in: the same key
+        softmax_lab.cross_entropy(x, t, ignore_index=1, grad_out=xbuf[:, 4:n + 4], return_lse=True)
+    with pytest.raises(ValueError, match="ignore_index"):
+        softmax_lab.cross_entropy(x, t, ignore_index=True, grad_out=g, return_lse=True)
+    _, x2, g2, t2 = arrays(33)  # new data at new pointers: the fast path again
+    loss, lse = softmax_lab.cross_entropy(x2, t2, ignore_index=1, grad_out=g2, return_lse=True)
+    _check(x2, t2, loss, ignore_index=1, grad=g2, lse=lse)
+
+
+@pytest.mark.gpu
 def test_above_2_to_the_31_elements_cross_entropy():
     """3 rows of 2^30 + 5 float16 logits (6.4 GB), the gradient over them: 64-bit indexing
     in every kernel, the targets at both ends of the rows."""
