@@ -504,7 +504,9 @@ def test_a_repeated_call_refuses_what_the_first_would(library):
         gbuf = xbuf * np.nan
         if library == "torch":
             xbuf, gbuf = (_torch().as_tensor(a, device="cuda") for a in (xbuf, gbuf))
-        return xbuf, xbuf[:, :n], gbuf[:, 4:n + 4], _targets(rows, n, xbuf, seed=seed)
+        t = _targets(rows, n, xbuf, seed=seed)
+        t[t == -100] = 1  # ignored rows under ignore_index=1
+        return xbuf, xbuf[:, :n], gbuf[:, 4:n + 4], t
 
     xbuf, x, g, t = arrays(31)
     for _ in range(2):  # the second call takes the fast path
