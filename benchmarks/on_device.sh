@@ -9,6 +9,8 @@
 # tests-slow-par: tests-slow, the above-2^31-element tests one at a time (three
 # workers each holding tens of GB ran out of the H200's 140 GB, 2026-12-01), then
 # the compute-sanitizer tests in SLOW_WORKERS (default 4) workers;
+# (Neither beside tests-par: one above-2^31 test holds 64 GB, and on an 80 GB H100 the
+# suite's workers and the sanitizers' processes then ran out of memory, 2026-12-06.)
 # tests-slow: those; stress: benchmarks/stress.py (threads x streams x random
 # shapes, layouts and variants) for $STRESS_SECONDS (default 150);
 # memcheck-stress: a sample of those cases under compute-sanitizer memcheck.
