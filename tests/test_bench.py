@@ -11,7 +11,7 @@ import pytest
 import synthetic
 
 import softmax_lab
-from softmax_lab.lab import bench, records
+from softmax_lab.lab import bench, records, report
 from softmax_lab.lab import candidates as cat
 from softmax_lab.problem import ALL_OPS
 from softmax_lab.reference import softmax_reference
@@ -443,6 +443,16 @@ def test_a_record_with_clocks_follows_the_schema_and_the_report_shows_them():
     assert "clocks while" not in report.format_run(synthetic.document("bench")["runs"][0])  # none recorded
 
 
+def test_a_run_timed_in_loops_says_so_in_its_method(numpy_gpu):
+    doc = bench.run_sweep([(8, 1024)], names=["auto"], repeats=3, warmup=1, progress=False, command="test", loop=4)
+    synthetic.validate(doc)
+    assert doc["method"]["loop_calls"] == 4 and "loop of 4 back-to-back calls" in doc["method"]["timer"]
+    assert all(r["status"] == "ok" and r["stats"]["repeats"] == 3 for r in doc["runs"][0]["candidates"])
+    plain = bench.run_sweep([(8, 1024)], names=["auto"], repeats=3, warmup=1, progress=False, command="test")
+    assert plain["method"]["loop_calls"] is None and "CUDA events" in plain["method"]["timer"]
+    assert "loops of 4" in report.format_document(doc) and "loops of" not in report.format_document(plain)
+
+
 def test_clocks_is_asked_for_by_the_command_line(monkeypatch):
     from softmax_lab.lab import cli
 
@@ -454,6 +464,9 @@ def test_clocks_is_asked_for_by_the_command_line(monkeypatch):
         for flag in ([], ["--clocks"]):
             assert cli.main([command, *flag, "--json"]) == cli.EXIT_OK
             assert asked[function] is bool(flag)
+    monkeypatch.setattr(bench, "run_sweep", lambda *a, **kw: asked.update(loop=kw["loop"]) or synthetic.document("bench"))
+    for flag, loop in (([], 0), (["--loop", "300"], 300)):
+        assert cli.main(["sweep", *flag, "--json"]) == cli.EXIT_OK and asked["loop"] == loop
 
 
 @pytest.mark.gpu

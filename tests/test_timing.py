@@ -30,6 +30,21 @@ def test_host_times_measure_each_call_and_synchronize_once_at_the_end():
     assert min(us) >= 900  # each interval holds one 1 ms call
 
 
+def test_loop_times_divide_each_loop_by_its_calls_between_two_synchronizations():
+    calls, syncs, seen = [], [], []
+
+    def call():
+        calls.append(1)
+        time.sleep(0.001)
+        return len(calls)
+
+    ms, out = timing.loop_times(call, lambda: syncs.append(len(calls)), repeats=4, warmup=2, calls=5,
+                                before_timed=lambda: seen.append(len(calls)))
+    assert len(ms) == 4 and len(calls) == 22 and out == 22 and seen == [2]
+    assert syncs == [2, 7, 7, 12, 12, 17, 17, 22]  # around each loop of 5
+    assert all(0.9 <= t < 20 for t in ms)  # about 1 ms a call: the loop's time over its 5 calls
+
+
 @pytest.mark.gpu
 def test_gpu_times_return_the_last_output():
     import cupy

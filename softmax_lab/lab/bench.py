@@ -240,26 +240,28 @@ def gpu_reason() -> str | None:
 def run_bench(rows: int = HEADLINE[0], cols: int = HEADLINE[1], *, names=None, repeats: int = REPEATS,
               warmup: int = WARMUP, seed: int = 0, host_calls: int = HOST_CALLS, progress: bool = True,
               command: str | None = None, dtypes=("float32",), ops=("softmax",), checkpoint=None,
-              clocks: bool = False) -> dict:
+              clocks: bool = False, loop: int = 0) -> dict:
     """Checks and times the candidates (all, or those named) on one rows x cols input,
     one run per dtype and op; the host candidates (float32 softmax) on a HOST_SHAPE input.
     checkpoint(document so far), when given, is called after each run.  clocks: each
-    timed record carries NVML's clocks, power and clock reasons while its calls ran."""
+    timed record carries NVML's clocks, power and clock reasons while its calls ran.
+    loop: time each of `repeats` samples as the mean of `loop` back-to-back calls, host
+    included (timing.loop_times: small calls as a decoding loop sees them), not by events."""
     return _run("bench", [(rows, cols, None)], names, None, dtypes, ops, repeats, warmup, seed, host_calls,
-                progress, command, fit=False, checkpoint=checkpoint, clocks=clocks)
+                progress, command, fit=False, checkpoint=checkpoint, clocks=clocks, loop=loop)
 
 
 def run_sweep(shapes=None, *, names=None, repeats: int = REPEATS, warmup: int = WARMUP, seed: int = 0,
               progress: bool = True, command: str | None = None, checkpoint=None, dtypes=("float32",),
-              ops=("softmax",), clocks: bool = False) -> dict:
+              ops=("softmax",), clocks: bool = False, loop: int = 0) -> dict:
     """The benchmark on each (rows, cols, group) of `shapes` (grid_shapes() by default),
     each dtype and op, for the candidates named (auto and the op's peers by
     default; never the host candidates).  checkpoint(document so far), when given,
     is called after each run (the CLI saves it, so a run cut short by a time limit
-    still leaves its shapes).  clocks: as run_bench's."""
+    still leaves its shapes).  clocks and loop: as run_bench's."""
     shapes = grid_shapes() if shapes is None else [tuple(s) if len(s) == 3 else (*s, EXPLICIT) for s in shapes]
     return _run("sweep", shapes, names, "grid", dtypes, ops, repeats, warmup, seed, 0, progress, command, fit=True,
-                checkpoint=checkpoint, clocks=clocks)
+                checkpoint=checkpoint, clocks=clocks, loop=loop)
 
 
 def load_or_run(kind: str, results, measure: bool = False, **kwargs) -> tuple[dict | None, str]:
@@ -285,9 +287,9 @@ def _chosen(names, default, dtype, op, hosts: bool):
 
 
 def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_calls, progress, command, fit,
-         checkpoint=None, clocks: bool = False):
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"need repeats >= 1 and warmup >= 0; got {repeats}, {warmup}")
+         checkpoint=None, clocks: bool = False, loop: int = 0):
+    if repeats < 1 or warmup < 0 or loop < 0:
+        raise ValueError(f"need repeats >= 1, warmup >= 0 and loop >= 0; got {repeats}, {warmup}, {loop}")
     for rows, cols, _ in shapes:
         if rows < 1 or cols < 1:
             raise ValueError(f"rows and cols must be positive; got {rows} x {cols}")
@@ -313,7 +315,7 @@ def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_
 
     def document():
         return records.make_document(kind, runs, device, versions(torch),
-                                     method(repeats, warmup, seed, host_calls) | clock_method, command)
+                                     method(repeats, warmup, seed, host_calls, loop) | clock_method, command)
 
     total = sum(len([c for c in cs if c.kind != "host"]) for cs in chosen.values()) * len(shapes) + len(hosts)
     bar = _bar(progress, total, kind)
@@ -323,7 +325,7 @@ def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_
                 sized = [c for c in chosen[dtype, op] if c.kind != "host"]
                 r = _fit_rows(rows, cols, dtype, op) if fit else rows
                 runs.append(_shape(r, cols, group, sized, dev, torch, torch_reason, quack_reason, repeats, warmup,
-                                   seed, bar, dtype, op, sampler))
+                                   seed, bar, dtype, op, sampler, loop))
                 if clocks and sampler is None:  # asked for, but NVML cannot be read: method.clocks says why
                     for rec in runs[-1]["candidates"]:
                         rec["clocks"] = None
@@ -369,7 +371,7 @@ def make_arrays(rows: int, cols: int, dtype: str, op: str, seed: int, torch=None
 
 
 def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, repeats, warmup, seed, bar,
-           dtype="float32", op="softmax", sampler=None) -> dict:
+           dtype="float32", op="softmax", sampler=None, loop: int = 0) -> dict:
     import cupy
 
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -390,12 +392,17 @@ def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, re
 
         tokens = []  # the sampler's tokens of the current candidate's timed calls
 
+        def timed(call, n, w, before):
+            if loop:
+                return timing.loop_times(call, stream.synchronize, n, w, loop, before)
+            return timing.gpu_times(call, stream, n, w, before)
+
         def timer(call, n, w, before):
             if sampler is None:
-                return timing.gpu_times(call, stream, n, w, before)
+                return timed(call, n, w, before)
             with sampler.measuring() as token:
                 tokens.append(token)
-                return timing.gpu_times(call, stream, n, w, before)
+                return timed(call, n, w, before)
 
         for c in chosen:
             bar.set_postfix_str(f"{rows}x{cols} {dtype} {op} {c.name}")
@@ -496,7 +503,10 @@ def versions(torch=None) -> dict:
             "softmax_lab": dist_version("softmax-lab")}
 
 
-def method(repeats: int, warmup: int, seed: int, host_calls: int = 0) -> dict:
+def method(repeats: int, warmup: int, seed: int, host_calls: int = 0, loop: int = 0) -> dict:
+    timer = ("a pair of CUDA events around each call, calls back to back on one stream; median, min, max" if not loop
+             else f"the wall time of a loop of {loop} back-to-back calls on one stream, host included, divided by "
+                  f"{loop} (time.perf_counter between two synchronizations); median, min, max of the loops")
     return {
         "repeats": repeats, "warmup": warmup, "seed": seed, "check_rows": CHECK_ROWS, "tolerance": TOLERANCE,
         "row_sum_tolerance": ROW_SUM_TOLERANCE, "host_calls": host_calls or None,
@@ -507,7 +517,7 @@ def method(repeats: int, warmup: int, seed: int, host_calls: int = 0) -> dict:
         "backward": ("y = the forward op of a standard normal draw (float32, then rounded), dy a second draw; "
                      "the floor is a two-read, one-write add (y + dy) of the same size; every row's sum of dx "
                      "against float64's"),
-        "timer": "a pair of CUDA events around each call, calls back to back on one stream; median, min, max",
+        "timer": timer, "loop_calls": loop or None,
         "check": ("output poisoned with NaN, then checked after the first call and after the last timed call: "
                   "check_rows rows spread over the output against float64, every row's sum against 1"),
         "ceiling": "the copy candidate with the lowest median time",

@@ -185,6 +185,9 @@ def _common(p: argparse.ArgumentParser, default_names: str) -> None:
     out.add_argument("--json", action="store_true", help="print the JSON document on stdout instead of the table")
     out.add_argument("--csv", action="store_true", help="print one CSV line per candidate and shape on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--loop", type=_non_negative, default=0, metavar="N",
+                   help="time each sample as the mean of N back-to-back calls, host included (a decoding loop's "
+                        "view of small calls), in place of CUDA events around each call (default: 0, events)")
     p.add_argument("--clocks", action="store_true",
                    help="record the SM and memory clocks, power and the driver's clock reasons (NVML, nvidia-ml-py) "
                         "while each candidate's timed calls run (default: off)")
@@ -316,7 +319,7 @@ def _bench(args) -> int:
         args.dtype) * len(args.op) > 1 else None  # several runs: each saved as it ends
     doc = bench.run_bench(args.rows, args.cols, names=args.variants, repeats=args.repeats, warmup=args.warmup,
                           seed=args.seed, progress=not args.no_progress, command=_command(), dtypes=args.dtype,
-                          ops=args.op, checkpoint=save, clocks=args.clocks)
+                          ops=args.op, checkpoint=save, clocks=args.clocks, loop=args.loop)
     return _finish(doc, args)
 
 
@@ -327,7 +330,7 @@ def _sweep(args) -> int:
     save = (lambda doc: records.save(doc, args.output)) if args.output is not None else None
     doc = bench.run_sweep(args.shape, names=args.variants, repeats=args.repeats, warmup=args.warmup, seed=args.seed,
                           progress=not args.no_progress, command=_command(), checkpoint=save, dtypes=args.dtype,
-                          ops=args.op, clocks=args.clocks)
+                          ops=args.op, clocks=args.clocks, loop=args.loop)
     return _finish(doc, args)
 
 

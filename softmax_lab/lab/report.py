@@ -213,7 +213,11 @@ def format_document(doc: dict) -> str:
     lines = [f"{doc['kind']} on {where}, {doc['created']}",
              f"driver CUDA {v['driver'] or 'none'}, runtime CUDA {v['runtime']}, CuPy {v['cupy']}, "
              f"NumPy {v['numpy']}, torch {v['torch'] or 'absent'}, quack {v.get('quack') or 'absent'}",
-             f"command: {doc['command']}", ""]
+             f"command: {doc['command']}"]
+    loop = doc.get("method", {}).get("loop_calls")
+    if loop:
+        lines.append(f"times: per call, in loops of {loop} back-to-back calls, host included (--loop)")
+    lines.append("")
     if doc["kind"] == "sweep":
         lines.append(format_grid(doc))
     else:

@@ -44,6 +44,26 @@ def gpu_times(call, stream, repeats: int, warmup: int, before_timed=None) -> tup
     return [cupy.cuda.get_elapsed_time(start, end) for start, end in pairs], out
 
 
+def loop_times(call, synchronize, repeats: int, warmup: int, calls: int, before_timed=None) -> tuple[list[float], object]:
+    """(milliseconds a call of each of `repeats` loops of `calls` back-to-back calls, host
+    included, the last call's output): a small call's cost as a caller's loop sees it, the
+    larger of its host time and its GPU time.  `warmup` calls, before_timed(), then each
+    loop between two synchronize() (which wait for the GPU) and time.perf_counter()."""
+    for _ in range(warmup):
+        call()
+    if before_timed is not None:
+        before_timed()
+    times, out = [], None
+    for _ in range(repeats):
+        synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            out = call()
+        synchronize()
+        times.append((time.perf_counter() - start) * 1e3 / calls)
+    return times, out
+
+
 def host_times(call, calls: int, warmup: int, synchronize) -> list[float]:
     """Microseconds between consecutive calls of `call` in a loop (its host cost
     while the GPU keeps up), after `warmup` calls; synchronize() once at the end,
