@@ -26,17 +26,8 @@
 #include "cluster.cuh"
 #include "cross_entropy.cuh"
 
-#ifndef CR_CLUSTER
-#define CR_CLUSTER 1
-#endif
-#ifndef CR_THREADS
-#define CR_THREADS 256
-#endif
-#ifndef CR_VPT
-#define CR_VPT 6
-#endif
-#ifndef CR_BLOCKS_PER_SM
-#define CR_BLOCKS_PER_SM 2
+#if !defined(CR_CLUSTER) || !defined(CR_THREADS) || !defined(CR_VPT) || !defined(CR_BLOCKS_PER_SM)
+#error "built from cluster_row's plan: CR_CLUSTER, CR_THREADS, CR_VPT and CR_BLOCKS_PER_SM (variants/cross_entropy.py)"
 #endif
 #ifndef CR_STREAM_LOADS
 #define CR_STREAM_LOADS 0

@@ -364,6 +364,21 @@ def _key(a) -> tuple | None:
     return None
 
 
+def _keys(x, stream, *others) -> tuple | None:
+    """(_key of x, then of each of `others`: None for one not given), or None where an
+    array is not a plain CuPy array or torch tensor, or `stream` is another device's."""
+    kx = _key(x)
+    if kx is None or (stream is not None and getattr(stream, "device_id", -1) not in (-1, kx[4])):
+        return None
+    keys = [kx]
+    for a in others:
+        k = None if a is None else _key(a)
+        if a is not None and k is None:
+            return None
+        keys.append(k)
+    return tuple(keys)
+
+
 def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str, op: str = "softmax",
               kg: tuple | None = None) -> tuple:
     """Layouts, dtypes, devices and alignments, the op, and whether out is an
@@ -389,21 +404,12 @@ def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax", g=None, s
     """A call whose plan is cached: a lookup, the extents' check and the launch, on
     `stream` (a cupy.cuda.Stream of x's device) or the current stream; _MISS where
     the checked path must decide."""
-    kx = _key(x)
-    if kx is None or (stream is not None and getattr(stream, "device_id", -1) not in (-1, kx[4])):
+    keys = _keys(x, stream, g, out)
+    if keys is None:
         return _MISS
-    kg = None
-    if g is not None:
-        kg = _key(g)
-        if kg is None:
-            return _MISS
+    kx, kg, ko = keys
     if axis < 0:
         axis += len(kx[1])  # an axis still out of range finds no entry
-    ko = None
-    if out is not None:
-        ko = _key(out)
-        if ko is None:
-            return _MISS
     hit = _calls.get(_call_key(kx, ko, axis, variant, op, kg))
     if hit is None or kx[4] != cupy.cuda.runtime.getDevice():
         return _MISS

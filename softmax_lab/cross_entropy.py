@@ -18,7 +18,7 @@ import math
 import cupy
 import numpy as np
 
-from .api import _MISS, _as_cupy, _clear, _from_dlpack, _input_ptr, _key, _new_output, _span, _watch_torch
+from .api import _MISS, _as_cupy, _clear, _from_dlpack, _input_ptr, _key, _keys, _new_output, _span, _watch_torch
 from .arrays import (
     DTYPE_NAMES,
     SUPPORTED,
@@ -185,14 +185,10 @@ def _call_key(kx: tuple, kt: tuple, kg: tuple | None, asked: tuple) -> tuple:
 
 
 def _repeat_call(logits, target, grad_out, asked: tuple, stream):
-    kx, kt = _key(logits), _key(target)
-    if kx is None or kt is None or (stream is not None and getattr(stream, "device_id", -1) not in (-1, kx[4])):
+    keys = _keys(logits, stream, target, grad_out)
+    if keys is None or keys[1] is None:
         return _MISS
-    kg = None
-    if grad_out is not None:
-        kg = _key(grad_out)
-        if kg is None:
-            return _MISS
+    kx, kt, kg = keys
     hit = _calls.get(_call_key(kx, kt, kg, asked))
     if hit is None or kx[4] != cupy.cuda.runtime.getDevice():
         return _MISS
