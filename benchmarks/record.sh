@@ -21,6 +21,8 @@
 #   bash benchmarks/record.sh liger loss         # loss.json .log .txt: cross_entropy and cross_entropy_grad, bf16
 #                                                #   and fp32, the issue's vocabularies, against their floors and peers
 #   bash benchmarks/record.sh profile-loss       # loss_profile.json .log: ncu's passes of cross_entropy_grad, bf16
+#   bash benchmarks/record.sh decode             # decode.json .log .txt: 1-64 rows of a vocabulary, softmax and its
+#                                                #   backward, per call in loops of 300 calls (--loop), with the peers
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
@@ -83,6 +85,14 @@ for stage in "$@"; do
         --shape 32x128256 --shape 1000x100003 -o "$OUT/loss.json" > "$OUT/loss.log" 2>&1
       echo "loss rc=$?"
       lab report --table "$OUT/loss.json" | tee "$OUT/loss.txt" ;;
+    decode)  # issue 49's decode-sized calls: per call in loops of 300, host included, beside torch and quack
+      timeout 560 python3 -m softmax_lab sweep --loop 300 --repeats 20 --dtype bfloat16,float32 \
+        --op softmax,softmax_backward --no-progress \
+        --variants auto,torch.softmax,quack.softmax,torch.softmax_backward,quack.softmax_backward \
+        --shape 1x32000 --shape 1x128256 --shape 8x151936 --shape 16x50257 --shape 64x128256 --shape 64x393216 \
+        -o "$OUT/decode.json" > "$OUT/decode.log" 2>&1
+      echo "decode rc=$?"
+      lab report --table "$OUT/decode.json" | tee "$OUT/decode.txt" ;;
     profile-loss)
       timeout 560 python3 -m softmax_lab profile --op cross_entropy_grad --dtype bfloat16 --shape 4096x128256 \
         -o "$OUT/loss_profile.json" > "$OUT/loss_profile.log" 2>&1
@@ -173,6 +183,6 @@ print('ran', sys.argv[1])
       timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tail -n 6 ;;
     *)
       echo "unknown stage $stage (info quack-a quack-b liger loss profile-loss bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
-           "sweep-bf16 table table-vocab context notebooks gpu-tests)"; exit 2 ;;
+           "sweep-bf16 table table-vocab context decode notebooks gpu-tests)"; exit 2 ;;
   esac
 done
