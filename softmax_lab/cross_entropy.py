@@ -82,8 +82,8 @@ def cross_entropy(logits, target, *, ignore_index: int = -100, reduction: str = 
     "none", 1 per row): an array of logits' shape and dtype on its device, or the logits
     themselves, which are then overwritten by their gradient once the loss has read
     them.  Computed in the same call (from the row held on chip where it fits, else by one
-    more pass over the logits): (softmax(x) (1 + 2 z lse) - s / vocab - (1 - s) onehot(t)), divided for "mean" by the
-    number of rows not ignored.
+    more pass over the logits): (softmax(x) (1 + 2 z lse) - s / vocab - (1 - s) onehot(t)),
+    divided for "mean" by the number of rows not ignored.
 
     stream, devices and CUDA graphs: as softmax() (a call may be captured and replayed;
     its scratch is then the graph's own memory).
