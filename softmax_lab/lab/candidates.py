@@ -110,8 +110,9 @@ READ = Candidate("read.words", "copy", 1, 0,
                  "kernels/read.cu: the tensor's 32-bit words summed (16-byte loads), one sum a block")
 LOSS_AUTO = {
     "cross_entropy": Candidate("auto", "variant", 1, 0,
-                               "softmax_lab.cross_entropy on rows split into chunks: kernels/cross_entropy.cu's partials read the logits once "
-                               "(a row's online max and sum, and its plain sum), a tiny pass merges them per row"),
+                               "softmax_lab.cross_entropy on rows split into chunks: kernels/cross_entropy.cu's "
+                               "partials read the logits once (a row's online max and sum, and its plain sum), a "
+                               "tiny pass merges them per row"),
     "cross_entropy_grad": Candidate("auto", "variant", 2, 1,
                                     "softmax_lab.cross_entropy(grad_out=) on rows split into chunks: the loss's "
                                     "read, then a second pass reads the logits again and writes the gradient"),
