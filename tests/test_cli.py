@@ -49,6 +49,7 @@ def test_info_compile_checks_every_kernel_and_says_plainly_what_is_missing(tmp_p
     ok = [line for line in p.stdout.splitlines() if line.strip().startswith("ok ")]
     sources = {v.source for v in softmax_lab.variants().values()} | {"copy.cu"}
     sources |= {v.backward_source for v in softmax_lab.variants().values() if v.backward_source}
+    sources |= {"read.cu", "cross_entropy.cu", "cross_entropy_held.cu"}  # the floor's and the loss's
     assert {line.split()[1] for line in ok} == sources
     assert sum("single_read.cu" in line and "SR_WIDE=1" in line for line in ok) == 2  # fp16 and bf16 softmax
     assert "FAILED" not in p.stdout

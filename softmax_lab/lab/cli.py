@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 from ..device import device_info, require_device
-from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, LOSS_OPS, OPS, kernel_defines
+from ..problem import ALL_OPS, BACKWARD_OPS, DTYPES, LOSS_OPS, OPS, Shape, kernel_defines
 from . import bench, records, report
 from . import candidates as cat
 from . import context as ctx
@@ -478,6 +478,7 @@ def _info(args) -> int:
     import numpy
 
     from .. import loader
+    from ..variants import cross_entropy as cross_entropy_layouts
     from ..variants import registry, single_read
 
     rt = cupy.cuda.runtime
@@ -518,6 +519,12 @@ def _info(args) -> int:
                    if (dtype, op) != ("float32", "softmax")]
     builds += [("single_read.cu", "sm_90", kernel_defines(dtype, "softmax") | {"SR_WIDE": 1})
                for dtype in ("float16", "bfloat16") if single_read.holds_wide(dtype, "softmax")]
+    # The kernels besides the variants': the read floor, and the cross-entropy's two layouts
+    # (the held one for a language model's rows, with its gradient, on Hopper)
+    builds += [("read.cu", arch, {}), ("cross_entropy.cu", arch, {})]
+    held = cross_entropy_layouts.held_plan(Shape(4096, 128256, 128256, 128256), dev or cat.reference_device(), True)
+    if held is not None:
+        builds.append(("cross_entropy_held.cu", "sm_90", held.defines() | {"SOFTMAX_LOG": 1, "XENT_GRAD": 1}))
     # Through the loader's on-disk cache, keyed by the source text, options and NVRTC
     # version: a build compiles once, and a later run (or the kernels' first launch) reads it.
     print(f"\ncompile check (NVRTC, no GPU needed; builds cached in {loader.cache_dir()}):")
