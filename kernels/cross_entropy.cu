@@ -28,24 +28,12 @@ struct ChunkStats {  // a chunk's online (max, sum of e^(x - max)) and its plain
     float total;
 };
 
-// The count and the total below run over every row in one block: a 64-bit count is
-// exact at any number of rows (a float's stops at 2^24), a double total keeps the
-// float32 losses' digits.
-template <typename T>
-__device__ __forceinline__ T warp_total(T v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 // The one-block kernels take their per-call arguments first, their shape's last
 // (variants/cross_entropy.py launches them prepared).
 extern "C" __global__ void cross_entropy_count(const target_t* __restrict__ target, i64 ld_t, i64 ignore_index,
                                                float* __restrict__ scale, i64 rows) {
     __shared__ i64 scratch[32];
-    i64 kept = 0;
-    for (i64 row = threadIdx.x; row < rows; row += blockDim.x) kept += (i64)target[row * ld_t] != ignore_index;
-    kept = block_reduce<i64, warp_total<i64>>(kept, scratch, 0);
+    const i64 kept = kept_rows(target, ld_t, ignore_index, rows, scratch);
     if (threadIdx.x == 0) scale[0] = 1.f / (float)kept, scale[1] = (float)kept;
 }
 
@@ -139,8 +127,6 @@ extern "C" __global__ void cross_entropy_grad(const elem_t* x, elem_t* dx, const
 extern "C" __global__ void cross_entropy_total(const float* __restrict__ loss, const float* __restrict__ count,
                                                float* __restrict__ out, i64 rows) {
     __shared__ double scratch[32];
-    double acc = 0.0;
-    for (i64 row = threadIdx.x; row < rows; row += blockDim.x) acc += loss[row];
-    acc = block_reduce<double, warp_total<double>>(acc, scratch, 0.0);
+    const double acc = loss_total(loss, rows, scratch);
     if (threadIdx.x == 0) out[0] = (float)(count ? acc / count[1] : acc);
 }

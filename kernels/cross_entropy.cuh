@@ -60,6 +60,32 @@ __device__ __forceinline__ RowLoss row_loss(MaxSum stats, float total, float xt,
     return out;
 }
 
+// The call's count of rows whose target is not ignore_index, over every row in
+// one block (all of its threads call it: a block reduction), and the rows'
+// losses summed in a fixed order, in double: a 64-bit count is exact at any
+// number of rows (a float's stops at 2^24), a double total keeps the float32
+// losses' digits.  The losses are read through L2 (__ldcg): other blocks of
+// the launch may have written them (cross_entropy_held.cu's XENT_REDUCE).
+template <typename T>
+__device__ __forceinline__ T warp_total(T v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ i64 kept_rows(const target_t* __restrict__ target, i64 ld_t, i64 ignore_index, i64 rows,
+                                         i64* scratch) {
+    i64 kept = 0;
+    for (i64 row = threadIdx.x; row < rows; row += blockDim.x) kept += (i64)target[row * ld_t] != ignore_index;
+    return block_reduce<i64, warp_total<i64>>(kept, scratch, 0);
+}
+
+__device__ __forceinline__ double loss_total(const float* loss, i64 rows, double* scratch) {
+    double acc = 0.0;
+    for (i64 row = threadIdx.x; row < rows; row += blockDim.x) acc += __ldcg(loss + row);
+    return block_reduce<double, warp_total<double>>(acc, scratch, 0.0);
+}
+
 struct GradOutput {  // a row's gradient, from its logits
     float m;
     float a;
