@@ -19,10 +19,18 @@
 // itself: every element is read into registers before the exchange, and
 // written after it).  The arguments: a call's first, the shape's last (a
 // prepared launch).  Launch: as cluster_row's forward (a grid of
-// CR_CLUSTER x R by ceil(rows / R) blocks, variants/cross_entropy.py); the
+// CR_CLUSTER x R by ceil(rows / R) blocks, variants/cross_entropy.py).  A
 // mean's scale comes from cross_entropy.cu's count, launched before, and the
-// reduced loss from its total, after.  Built with SOFTMAX_LOG: the halves'
-// sums by exp_elem with no shift, as log_softmax's in cluster_row.
+// reduced loss from its total, after; or, built with XENT_REDUCE (few rows,
+// where those launches would cost more than the kernel), both come from this
+// launch:
+//   5. every block counts the rows kept (a mean's gradient needs the scale);
+//      block 0 of each cluster, once its row's loss is written, takes a
+//      ticket (atomicInc wrapping at `rows`, so the word is 0 again after
+//      the launch), and the block that takes the last one sums every row's
+//      loss in a fixed order, as cross_entropy_total does.
+// Built with SOFTMAX_LOG: the halves' sums by exp_elem with no shift, as
+// log_softmax's in cluster_row.
 #include "cluster.cuh"
 #include "cross_entropy.cuh"
 
@@ -34,6 +42,9 @@
 #endif
 #ifndef XENT_GRAD  // 1: write the gradient too
 #define XENT_GRAD 0
+#endif
+#ifndef XENT_REDUCE  // 1: the mean's count and the reduced loss in this launch (step 5)
+#define XENT_REDUCE 0
 #endif
 #define CR_LOAD (CR_STREAM_LOADS ? LOAD_STREAM : LOAD_KEEP)
 #define XENT_STORE (SOFTMAX_DTYPE != 0 ? STORE_NORMAL : STORE_FIRST)  // as cluster_row's forward
@@ -82,7 +93,8 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
 #endif
         cross_entropy_held(const elem_t* x, elem_t* dx, const target_t* __restrict__ target, i64 ld_dx, i64 ld_t,
                            i64 ignore_index, float smoothing, float z_loss, const float* __restrict__ scale,
-                           float* __restrict__ loss, float* __restrict__ lse_out, i64 rows, i64 n, i64 ld_x) {
+                           float* __restrict__ loss, float* __restrict__ lse_out, unsigned* __restrict__ ticket,
+                           float* __restrict__ total_out, i64 mean, i64 rows, i64 n, i64 ld_x) {
     __shared__ PushedExchange<CR_CLUSTER, CR_THREADS / 32, LossStats> ex;
     const unsigned rank = cluster_rank<CR_CLUSTER>();
     const i64 row = blockIdx.x / CR_CLUSTER + (i64)blockIdx.y * (gridDim.x / CR_CLUSTER);
@@ -97,7 +109,13 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     const int mine = held_count<CR_THREADS, CR_VPT>(first, slice.v1);
     raw_t raw[CR_VPT];
     load_held<CR_LOAD, CR_THREADS>(raw, body_in(r), first, mine, raw_neg_inf());
+#if XENT_REDUCE
+    __shared__ i64 kept_scratch[32];
+    const i64 kept = XENT_GRAD && mean ? kept_rows(target, ld_t, ignore_index, rows, kept_scratch) : 0;
+    const float k = XENT_GRAD && mean ? 1.f / (float)kept : 1.f;
+#else
     const float k = scale ? scale[0] : 1.f;
+#endif
     float scalar = SOFTMAX_NEG_INF;  // block 0: this thread's scalar (head or tail) element, if any
     const bool has_scalar = rank == 0 && threadIdx.x < scalar_count(r);
     const i64 scalar_at = has_scalar ? scalar_index(r, threadIdx.x) : -1;
@@ -147,6 +165,23 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
         // misaligned with dx is stored by the lanes of the warp that holds it).
         __syncwarp();
         if (holds_target) r.y[t] = from_float<elem_t>(l.grad.target_dx);
+    }
+#endif
+#if XENT_REDUCE
+    if (rank == 0) {  // its thread 0 wrote the row's loss
+        __shared__ unsigned taken;
+        __shared__ double total_scratch[32];
+        if (threadIdx.x == 0) {
+            __threadfence();  // the loss before the ticket
+            taken = atomicInc(ticket, (unsigned)rows - 1);
+        }
+        __syncthreads();
+        if (taken == (unsigned)rows - 1) {  // every other row's loss is written
+            __threadfence();
+            const double sum = loss_total(loss, rows, total_scratch);
+            const i64 count = !mean ? 1 : XENT_GRAD ? kept : kept_rows(target, ld_t, ignore_index, rows, kept_scratch);
+            if (threadIdx.x == 0) total_out[0] = (float)(mean ? sum / (double)count : sum);
+        }
     }
 #endif
 }

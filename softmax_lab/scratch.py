@@ -17,6 +17,8 @@ its whole life, and nothing outside the graph ever sees those addresses.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 import cupy
@@ -79,3 +81,26 @@ class CallMemory:
             self.release()
         except cupy.cuda.runtime.CUDARuntimeError:
             self._graph_owned.clear()
+
+
+# A word of 0 per (device, stream), kept for the process, for kernels whose blocks take
+# tickets from it and leave it 0 again (cross_entropy_held's XENT_REDUCE: atomicInc
+# wrapping at the number of takers).  Calls on one stream run one after another, so they
+# share its word; calls on other streams have words of their own.  Under capture the
+# graph gets a word of its own memory instead, set to 0 by a captured memset: a replay
+# may run beside the capturing stream's later calls.
+_tickets: dict[tuple[int, int], cupy.ndarray] = {}
+_tickets_lock = threading.Lock()
+
+
+def ticket(memory: CallMemory) -> int:
+    """The device address of a ticket word of 0 for a launch on memory's stream (valid
+    while the call's `with CallMemory` block lasts, and after it outside capture)."""
+    if memory.captured:
+        return memory.filled_words(1, 0).data.ptr
+    key = (runtime.getDevice(), memory.stream.ptr)
+    word = _tickets.get(key)
+    if word is None:
+        with _tickets_lock, memory.stream:
+            word = _tickets.setdefault(key, cupy.zeros(1, np.uint32))
+    return word.data.ptr

@@ -492,6 +492,49 @@ def test_repeated_calls_are_bitwise_the_same():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("grad", [False, True], ids=["loss", "grad"])
+def test_few_rows_reduce_in_the_launch_on_many_streams(grad):
+    """Rows no more than the held block's threads take the mean's count and the total in the
+    one launch (XENT_REDUCE, a ticket word per stream left at 0 by each launch); one row
+    more, the count and total kernels.  Both, called over and over on three streams at
+    once with changing data, against float64, and bitwise the same on the same data."""
+    cp = _cupy()
+    from softmax_lab.device import device_info
+
+    vocab = 13001
+    dev = device_info(cp.cuda.runtime.getDevice())
+    plan = layouts.held_plan(Shape(1, vocab, vocab, vocab, itemsize=4, dtype="float32"), dev, grad)
+    if plan is None:
+        pytest.skip(f"this device holds no row of {vocab} float32 in a cluster")
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(3)]
+    for rows in (1, 7, plan.threads, plan.threads + 1):
+        cases = []
+        for i, stream in enumerate(streams):
+            with stream:
+                x = random_rows((rows, vocab), "float32", seed=rows + i)
+                t = _targets(rows, vocab, x, seed=i, ignored=0.3)
+                g = cp.full(x.shape, np.nan, np.float32) if grad else None
+            cases.append((stream, x, t, g))
+        for round_ in range(8):
+            results = []
+            for stream, x, t, g in cases:
+                with stream:
+                    if round_ % 4 == 3:  # new data, in stream order
+                        x *= 1.5
+                    reduction = ("mean", "sum")[round_ % 2]
+                    results.append((reduction, softmax_lab.cross_entropy(x, t, reduction=reduction, grad_out=g)))
+            for (stream, x, t, g), (reduction, loss) in zip(cases, results):
+                stream.synchronize()
+                _check(x, t, loss, reduction=reduction, grad=g)
+        stream, x, t, g = cases[0]
+        with stream:
+            first = softmax_lab.cross_entropy(x, t, grad_out=g)
+            again = softmax_lab.cross_entropy(x, t, grad_out=g)
+        stream.synchronize()
+        assert float(first) == float(again)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 def test_a_repeated_call_refuses_what_the_first_would(library):
     """The repeated call's fast path (the launcher of an earlier call of the same layouts

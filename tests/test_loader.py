@@ -63,7 +63,8 @@ HELD_GRADIENT_SPILL = 128
 
 
 def _cross_entropy_held_plans():
-    """cross_entropy_held's plans (the loss alone, and with its gradient) over the same grid."""
+    """cross_entropy_held's plans (the loss alone, and with its gradient; with the count and
+    the total in the launch where the rows are few) over the same grid."""
     found = {}
     for dev in (H200, SMALL_HOPPER):
         for cols in (4097, 8191, 13000, 20000, 32000, 50257, 65536, 100003, 128256, 151936, 196609, 262147,
@@ -73,10 +74,12 @@ def _cross_entropy_held_plans():
                     for grad in (False, True):
                         shape = Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype)
                         plan = XENT.held_plan(shape, dev, grad)
-                        if plan is not None:
-                            found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, grad), plan)
-    return sorted(((plan, dtype, grad) for (*_, dtype, grad), plan in found.items()),
-                  key=lambda p: (p[0].label(), p[1], p[2]))
+                        if plan is None:
+                            continue
+                        for reduce in {False, rows <= plan.threads}:
+                            found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, grad, reduce), plan)
+    return sorted(((plan, dtype, grad, reduce) for (*_, dtype, grad, reduce), plan in found.items()),
+                  key=lambda p: (p[0].label(), *p[1:]))
 
 
 def _memory_merged_plans():
@@ -144,10 +147,11 @@ def _builds():
             for arch in ("sm_80", "sm_90"):
                 yield pytest.param("cross_entropy.cu", arch, kernel_defines(dtype) | {"XENT_TARGET_BYTES": target_bytes},
                                    id=f"cross_entropy-{dtype}-int{8 * target_bytes}-{arch}")
-    for plan, dtype, grad in _cross_entropy_held_plans():
-        defines = plan.defines() | kernel_defines(dtype, "log_softmax") | {"XENT_GRAD": int(grad)}
+    for plan, dtype, grad, reduce in _cross_entropy_held_plans():
+        defines = plan.defines() | kernel_defines(dtype, "log_softmax") | {"XENT_GRAD": int(grad),
+                                                                          "XENT_REDUCE": int(reduce)}
         yield pytest.param("cross_entropy_held.cu", "sm_90", defines,
-                           id=f"cross_entropy_held-{plan.label()}-{dtype}{'-grad' * grad}")
+                           id=f"cross_entropy_held-{plan.label()}-{dtype}{'-grad' * grad}{'-reduce' * reduce}")
     for plan, dtype, op in _cluster_row_plans():
         yield pytest.param("cluster_row.cu", "sm_90", plan.defines() | kernel_defines(dtype, op),
                            id=f"cluster_row-{plan.label()}-{dtype}-{op}")

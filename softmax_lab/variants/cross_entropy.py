@@ -6,7 +6,9 @@ Two layouts, by row length and device:
            row in registers across a cluster: the loss from one read, and the gradient
            written from the registers (1 read + 1 write).  cluster_row_plan's plan, with
            fewer blocks per SM where the gradient's build needs the registers
-           (GRADIENT_REGISTERS; tests/test_loader.py compiles the plans of a grid);
+           (GRADIENT_REGISTERS; tests/test_loader.py compiles the plans of a grid).  With
+           few rows (no more than a block's threads) a mean's or sum's count and total
+           are made in the same launch (XENT_REDUCE), so that such a call is one launch;
   chunked: elsewhere, rows split into chunks (row_stats_plan's, short enough to fill the
            GPU as logsumexp's): the loss from one read, the gradient by a second pass
            (2 reads + 1 write).
@@ -25,7 +27,7 @@ import numpy as np
 from .. import loader
 from ..device import DeviceInfo
 from ..problem import Shape, kernel_defines
-from ..scratch import CallMemory
+from ..scratch import CallMemory, ticket
 from .base import DEVICE_REFUSALS, PreparedLaunch, cluster_kernel, float_bits, ptr, resident_groups
 from .cluster_row import RowClusterPlan, blocks_per_sm, cluster_row_plan
 from .multi_block import chunk_grids, row_stats_plan
@@ -99,21 +101,23 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
     total = PreparedLaunch(get("cross_entropy_total"), (1,), (ONE_BLOCK,), (0, 0, 0, shape.rows))
 
     @functools.cache
-    def held(grad: bool) -> PreparedLaunch | None:
-        """The held layout's launch, or None where the device cannot run it."""
+    def held(grad: bool, reduce: bool) -> PreparedLaunch | None:
+        """The held layout's launch (with the count and the total where `reduce` and the rows
+        are few), or None where the device cannot run it."""
         plan = held_plan(shape, dev, grad)
-        if plan is None:
+        if plan is None or (reduce and shape.rows > plan.threads):
             return None
         try:
             kernel = cluster_kernel("cross_entropy_held.cu", plan, dev, shape,
-                                    {"SOFTMAX_LOG": 1, "XENT_TARGET_BYTES": target_bytes, "XENT_GRAD": int(grad)})
+                                    {"SOFTMAX_LOG": 1, "XENT_TARGET_BYTES": target_bytes, "XENT_GRAD": int(grad),
+                                     "XENT_REDUCE": int(reduce)})
             if resident_groups(plan, kernel, dev) < 1:
                 return None
         except DEVICE_REFUSALS:  # a cluster size or a block the device refuses: the chunks run
             return None
         per_line = min(shape.rows, MAX_GRID_X // plan.cluster)  # rows of a grid line, a cluster each
         grid = (per_line * plan.cluster, -(-shape.rows // per_line))
-        return PreparedLaunch(kernel.kernel, grid, (plan.threads,), (0,) * 11 + (shape.rows, shape.cols, shape.ld_x))
+        return PreparedLaunch(kernel.kernel, grid, (plan.threads,), (0,) * 14 + (shape.rows, shape.cols, shape.ld_x))
 
     @functools.cache
     def chunked():
@@ -139,18 +143,25 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
                                                 row_grad), stream=stream)
 
     def launch(out: LossBuffers, options: LossOptions, stream) -> None:
+        mean, grad = options.reduction == "mean", bool(out.grad)
+        per_call = (out.x, out.grad, out.target, out.ld_grad, out.ld_target, options.ignore_index,
+                    float_bits(options.label_smoothing), float_bits(options.z_loss))
         with CallMemory(stream) as memory:
+            one_launch = held(grad, True) if out.total else None
+            if one_launch is not None:
+                loss_rows = out.loss_rows or memory.empty(shape.rows, cupy.float32).data.ptr
+                one_launch(stream, *per_call, 0, loss_rows, out.lse, ticket(memory), out.total, int(mean))
+                return
             scale = 0  # (1 / count, count) for a mean
-            if options.reduction == "mean":
+            if mean:
                 scale = memory.empty(2, cupy.float32).data.ptr
                 count(stream, out.target, out.ld_target, options.ignore_index, scale)
             loss_rows = out.loss_rows or memory.empty(shape.rows, cupy.float32).data.ptr
-            held_launch = held(bool(out.grad))
+            held_launch = held(grad, False)
             if held_launch is None:
                 launch_chunked(out, options, scale, loss_rows, memory, stream)
             else:
-                held_launch(stream, out.x, out.grad, out.target, out.ld_grad, out.ld_target, options.ignore_index,
-                            float_bits(options.label_smoothing), float_bits(options.z_loss), scale, loss_rows, out.lse)
+                held_launch(stream, *per_call, scale, loss_rows, out.lse, 0, 0, 0)
             if out.total:
                 total(stream, loss_rows, scale, out.total)
 
