@@ -47,6 +47,7 @@ from .arrays import (
     extent,
     plan_call,
     resolve_stream,
+    torch_external_stream,
     torch_raw_stream,
     unsupported_dtype,
     wait_for_producer,
@@ -263,7 +264,7 @@ def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, 
         # result for another stream is allocated with that stream current
         on_stream = contextlib.nullcontext()
         if stream.ptr != torch_raw_stream(device):
-            on_stream = torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr, device=torch.device("cuda", device)))
+            on_stream = torch.cuda.stream(torch_external_stream(stream.ptr, device))
         with on_stream:
             y = torch.empty(moved, dtype=getattr(torch, DTYPE_NAMES[dtype]), device=f"cuda:{device}")
         return (y if axis is None else y.movedim(-1, axis)), y.data_ptr()

@@ -302,6 +302,21 @@ def external_stream(handle: int, device: int) -> cupy.cuda.ExternalStream:
     return s
 
 
+_torch_streams: dict[tuple[int, int], object] = {}
+
+
+def torch_external_stream(handle: int, device: int):
+    """A torch.cuda.ExternalStream of `handle`, made once per handle (making one costs
+    more than a small call's launch)."""
+    s = _torch_streams.get((handle, device))
+    if s is None:
+        import torch
+
+        s = _torch_streams.setdefault((handle, device),
+                                      torch.cuda.ExternalStream(handle, device=torch.device("cuda", device)))
+    return s
+
+
 def current_stream(torch_tensor: bool, device: int):
     """torch's current stream on `device` for a torch tensor, else CuPy's."""
     if torch_tensor:
