@@ -88,7 +88,9 @@ class CallMemory:
 # wrapping at the number of takers).  Calls on one stream run one after another, so they
 # share its word; calls on other streams have words of their own.  Under capture the
 # graph gets a word of its own memory instead, set to 0 by a captured memset: a replay
-# may run beside the capturing stream's later calls.
+# may run beside the capturing stream's later calls.  (Not guarded: a stream destroyed while
+# its last such launch runs, whose handle CUDA hands at once to a new stream that launches
+# another; the two would share the word.)
 _tickets: dict[tuple[int, int], cupy.ndarray] = {}
 _tickets_lock = threading.Lock()
 
