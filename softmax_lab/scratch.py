@@ -91,7 +91,8 @@ class CallMemory:
 # may run beside the capturing stream's later calls.  (Not guarded: a stream destroyed while
 # its last such launch runs, whose handle CUDA hands at once to a new stream that launches
 # another; the two would share the word.)
-_tickets: dict[tuple[int, int], cupy.ndarray] = {}
+_tickets: dict[tuple[int, int, int], cupy.ndarray] = {}
+PER_THREAD_STREAM = 2
 _tickets_lock = threading.Lock()
 
 
@@ -100,7 +101,9 @@ def ticket(memory: CallMemory) -> int:
     while the call's `with CallMemory` block lasts, and after it outside capture)."""
     if memory.captured:
         return memory.filled_words(1, 0).data.ptr
-    key = (runtime.getDevice(), memory.stream.ptr)
+    stream = memory.stream.ptr
+    # cudaStreamPerThread (handle 2) is a stream of each host thread: a word for each
+    key = (runtime.getDevice(), stream, threading.get_ident() if stream == PER_THREAD_STREAM else 0)
     word = _tickets.get(key)
     if word is None:
         with _tickets_lock, memory.stream:
