@@ -92,7 +92,6 @@ class CallMemory:
 # its last such launch runs, whose handle CUDA hands at once to a new stream that launches
 # another; the two would share the word.)
 _tickets: dict[tuple[int, int, int], cupy.ndarray] = {}
-PER_THREAD_STREAM = 2
 _tickets_lock = threading.Lock()
 
 
@@ -102,8 +101,8 @@ def ticket(memory: CallMemory) -> int:
     if memory.captured:
         return memory.filled_words(1, 0).data.ptr
     stream = memory.stream.ptr
-    # cudaStreamPerThread (handle 2) is a stream of each host thread: a word for each
-    key = (runtime.getDevice(), stream, threading.get_ident() if stream == PER_THREAD_STREAM else 0)
+    # cudaStreamPerThread is a stream of each host thread under one handle: a word for each
+    key = (runtime.getDevice(), stream, threading.get_ident() if stream == runtime.streamPerThread else 0)
     word = _tickets.get(key)
     if word is None:
         with _tickets_lock, memory.stream:
