@@ -256,17 +256,24 @@ def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, 
     """(the result, its data pointer): a new array of shape `moved` (rows last), in
     the caller's type: a torch tensor from torch's allocator for a torch x (bfloat16
     included), otherwise a CuPy array from CuPy's pool on `stream`; seen with the
-    rows moved back to `axis` (None: as it is, for a result of one value per row)."""
+    rows moved back to `axis` (None: as it is, for a result of one value per row).
+    Called with `device` current (torch.cuda.set_stream also sets the stream's device)."""
     if torch_tensor:
         import torch
 
         # torch's allocator hands out a block once torch's current stream is past its last use: a
-        # result for another stream is allocated with that stream current
-        on_stream = contextlib.nullcontext()
-        if stream.ptr != torch_raw_stream(device):
-            on_stream = torch.cuda.stream(torch_external_stream(stream.ptr, device))
-        with on_stream:
-            y = torch.empty(moved, dtype=getattr(torch, DTYPE_NAMES[dtype]), device=f"cuda:{device}")
+        # result for another stream is allocated with that stream current (set and restored
+        # directly: torch.cuda.stream()'s device checks cost more than a small call's launch)
+        torch_dtype = getattr(torch, DTYPE_NAMES[dtype])
+        if stream.ptr == torch_raw_stream(device):
+            y = torch.empty(moved, dtype=torch_dtype, device=f"cuda:{device}")
+        else:
+            previous = torch.cuda.current_stream(device)
+            torch.cuda.set_stream(torch_external_stream(stream.ptr, device))
+            try:
+                y = torch.empty(moved, dtype=torch_dtype, device=f"cuda:{device}")
+            finally:
+                torch.cuda.set_stream(previous)
         return (y if axis is None else y.movedim(-1, axis)), y.data_ptr()
     with stream:
         y = cupy.empty(moved, dtype=_storage(dtype))

@@ -515,13 +515,17 @@ def test_torch_raw_stream_is_the_current_stream():
 @pytest.mark.gpu
 def test_torch_result_for_an_explicit_stream_is_ordered_on_that_stream():
     """The path that allocates a new torch result with stream= current (not torch's current stream)
-    runs and gives the right result; the race it prevents is not provoked here."""
+    runs and gives the right result, and leaves torch's current stream as it was; the race it
+    prevents is not provoked here."""
     torch = pytest.importorskip("torch")
-    side = torch.cuda.Stream()
+    side, other = torch.cuda.Stream(), torch.cuda.Stream()
     for trial in range(4):
         t = torch.randn(64, 9_999, device="cuda") * (trial + 1)
         torch.cuda.synchronize()
-        y = softmax_lab.softmax(t, stream=side)
+        current = other if trial % 2 else torch.cuda.default_stream()
+        with torch.cuda.stream(current):
+            y = softmax_lab.softmax(t, stream=side)
+            assert torch.cuda.current_stream() == current
         assert isinstance(y, torch.Tensor)
         side.synchronize()
         assert float((y.double() - torch.softmax(t.double(), 1)).abs().max()) < 1e-6, trial
