@@ -312,6 +312,10 @@ def test_a_sweep_records_a_candidate_broken_under_repetition_as_failed(numpy_gpu
 def test_the_headline_keeps_its_size_and_the_grid_fits_memory(numpy_gpu):
     assert bench._fit_rows(2**20, 4194304) * 4194304 * 4 <= bench.GRID_MAX_BYTES
     assert bench._fit_rows(32, 1024) == 32
+    # a shape asked for is fitted to the free memory only (80 GiB here): the headline as asked, past GRID_MAX_BYTES
+    assert bench._fit_rows(4096, 393216, grid=False) == 4096
+    assert bench._fit_rows(4096, 393216) == 2048
+    assert bench._fit_rows(2**20, 4194304, grid=False) * 4194304 * 4 <= 80 * 2**30 // 8
 
 
 def test_a_sweep_hands_each_shape_to_its_checkpoint(numpy_gpu):

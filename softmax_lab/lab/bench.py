@@ -297,7 +297,8 @@ def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_
     for d, o in pairs:
         cat.check_dtype_op(d, o)
     dev = device_info(require_device())
-    shapes = [(r, c, records.shape_group(r, dev.sm_count) if g is EXPLICIT else g) for r, c, g in shapes]
+    shapes = [(r, c, records.shape_group(r, dev.sm_count) if g is EXPLICIT else g, g is not EXPLICIT)
+              for r, c, g in shapes]
     torch, torch_reason = cat.torch_status()
     chosen = {p: _chosen(names, default, *p, hosts=bool(host_calls)) for p in pairs}
     quack_reason = (cat.quack_status() if any(c.name.startswith("quack.") for cs in chosen.values() for c in cs)
@@ -320,10 +321,10 @@ def _run(kind, shapes, names, default, dtypes, ops, repeats, warmup, seed, host_
     total = sum(len([c for c in cs if c.kind != "host"]) for cs in chosen.values()) * len(shapes) + len(hosts)
     bar = _bar(progress, total, kind)
     with bar, sampler or contextlib.nullcontext():
-        for rows, cols, group in shapes:
+        for rows, cols, group, of_grid in shapes:
             for dtype, op in pairs:
                 sized = [c for c in chosen[dtype, op] if c.kind != "host"]
-                r = _fit_rows(rows, cols, dtype, op) if fit else rows
+                r = _fit_rows(rows, cols, dtype, op, of_grid) if fit else rows
                 runs.append(_shape(r, cols, group, sized, dev, torch, torch_reason, quack_reason, repeats, warmup,
                                    seed, bar, dtype, op, sampler, loop))
                 if clocks and sampler is None:  # asked for, but NVML cannot be read: method.clocks says why
@@ -469,15 +470,17 @@ def prepare(c: cat.Candidate, arrays: cat.Arrays, dev, torch=None) -> cat.Prepar
     return cat.prepare(c, arrays, dev, torch)
 
 
-def _fit_rows(rows: int, cols: int, dtype: str = "float32", op: str = "softmax") -> int:
-    """rows, halved until a tensor is at most GRID_MAX_BYTES (in float32 bytes: the
-    halves run the same shapes) and an eighth of the free memory (a twelfth for a
-    backward op, which holds three tensors)."""
+def _fit_rows(rows: int, cols: int, dtype: str = "float32", op: str = "softmax", grid: bool = True) -> int:
+    """rows, halved until a tensor is at most an eighth of the free memory (a twelfth
+    for a backward op, which holds three tensors) and, for a shape of the grid (not
+    one asked for by --shape), GRID_MAX_BYTES (in float32 bytes: the halves run the
+    same shapes)."""
     import cupy
 
     free = cupy.cuda.runtime.memGetInfo()[0]
     share = 12 if cat.is_backward(op) or op == "cross_entropy_grad" else 8
-    while rows > 1 and rows * cols * max(ITEMSIZE, DTYPES[dtype]) > min(GRID_MAX_BYTES, free // share):
+    limit = min(GRID_MAX_BYTES, free // share) if grid else free // share
+    while rows > 1 and rows * cols * max(ITEMSIZE, DTYPES[dtype]) > limit:
         rows //= 2
     return rows
 

@@ -108,7 +108,8 @@ def _parser() -> argparse.ArgumentParser:
 
     s = command("sweep", help="the benchmark over a grid of shapes: auto against copies and peers")
     s.add_argument("--shape", type=_shape, action="append", metavar="ROWSxCOLS",
-                   help="a shape to run (repeatable); default: the grid of row lengths "
+                   help="a shape to run (repeatable; its rows halved only where its tensors would not fit in "
+                        "an eighth of the free memory, a twelfth for a backward op); default: the grid of row lengths "
                         f"{', '.join(map(str, bench.GRID_COLS))} by {', '.join(map(str, bench.GRID_FEW_ROWS))} rows "
                         f"and about {bench.GRID_ELEMENTS * 4 // 2**30} GiB of rows, plus "
                         f"{', '.join(f'{r}x{c}' for r, c in bench.GRID_EXTRA)}")
