@@ -258,6 +258,8 @@ def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, 
     included), otherwise a CuPy array from CuPy's pool on `stream`; seen with the
     rows moved back to `axis` (None: as it is, for a result of one value per row).
     Called with `device` current (torch.cuda.set_stream also sets the stream's device)."""
+    if axis is not None and axis == len(moved) - 1:
+        axis = None  # rows already last: no view to make
     if torch_tensor:
         import torch
 
