@@ -12,7 +12,6 @@ cross_entropy_held.cu and cross_entropy.cu; the plans: variants/cross_entropy.py
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 
 import cupy
@@ -41,6 +40,7 @@ from .variants.cross_entropy import LossBuffers, LossLauncher, LossOptions, cros
 from .variants.resources import LINE_BYTES
 
 _FLOAT32 = np.dtype(np.float32)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _TARGET_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 _launchers = LauncherCache()
 
@@ -93,7 +93,7 @@ def cross_entropy(logits, target, *, ignore_index: int = -100, reduction: str = 
     target that is not 1-D of one entry per row, a grad_out of another shape or one that
     partly overlaps the logits, arrays on different devices, a reduction other than
     "mean", "sum" and "none", a label_smoothing outside [0, 1], a z_loss that is negative
-    or not finite, or an ignore_index that is not an integer.
+    or not finite in float32, or an ignore_index that is not an integer.
     """
     asked = (type(ignore_index), ignore_index, type(reduction), reduction, type(label_smoothing), label_smoothing,
              type(z_loss), z_loss, return_lse)
@@ -162,7 +162,7 @@ def _run(logits, xv: ArrayView, tv: ArrayView, grad_out, gv: ArrayView | None, o
         shape = Shape(plan.rows, plan.cols, plan.ld_x, ld_grad or plan.cols, x_ptr % LINE_BYTES,
                       grad_ptr % 16, xv.dtype.itemsize, DTYPE_NAMES[xv.dtype])
         launch = _launchers.get((device, shape, tv.dtype.itemsize), _make_launcher)
-        launch(dataclasses.replace(buffers, x=x_ptr, grad=grad_ptr, ld_grad=ld_grad), options, stream)
+        launch(buffers._replace(x=x_ptr, grad=grad_ptr, ld_grad=ld_grad), options, stream)
         if grad_buffer is not None:
             with stream:
                 cupy.copyto(_as_cupy(grad_out, gv.dtype), grad_buffer)
@@ -233,8 +233,8 @@ def loss_options(ignore_index, reduction, label_smoothing, z_loss) -> LossOption
     smoothing, z = _real(label_smoothing, "label_smoothing"), _real(z_loss, "z_loss")
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1] (as torch); got {label_smoothing!r}")
-    if not (math.isfinite(z) and z >= 0.0):
-        raise ValueError(f"z_loss must be a finite coefficient >= 0; got {z_loss!r}")
+    if not (math.isfinite(z) and 0.0 <= z <= _FLOAT32_MAX):
+        raise ValueError(f"z_loss must be a coefficient >= 0 that is finite in float32; got {z_loss!r}")
     return LossOptions(int(ignore_index), reduction, smoothing, z)
 
 

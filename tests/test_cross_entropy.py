@@ -58,6 +58,7 @@ def test_mismatched_shapes_and_dtypes_are_refused_before_any_launch(logits, targ
     ({"label_smoothing": "0.1"}, "label_smoothing"),
     ({"z_loss": -1e-4}, "z_loss"),
     ({"z_loss": float("inf")}, "z_loss"),
+    ({"z_loss": 1e39}, "finite in float32"),  # the kernel takes it as a float32
     ({"ignore_index": 1.5}, "ignore_index"),
     ({"ignore_index": True}, "ignore_index"),
     ({"ignore_index": 1 << 64}, "64 bits"),

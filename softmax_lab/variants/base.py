@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,7 +77,10 @@ class PreparedLaunch:
 
 def float_bits(v: float) -> int:
     """A float32 argument's cell for PreparedLaunch: its bits (the kernel reads the low 4 bytes)."""
-    return int(np.float32(v).view(np.int32))
+    return _FLOAT32_BITS.unpack(_FLOAT32.pack(v))[0]
+
+
+_FLOAT32, _FLOAT32_BITS = struct.Struct("<f"), struct.Struct("<i")  # float_bits' conversion, a tenth of NumPy's cost
 
 
 def one_kernel_launcher(function, grid: tuple, block: tuple, scalars: tuple, backward: bool,
