@@ -85,26 +85,33 @@ class CallMemory:
 
 # A word of 0 per (device, stream), kept for the process, for kernels whose blocks take
 # tickets from it and leave it 0 again (cross_entropy_held's XENT_REDUCE: atomicInc
-# wrapping at the number of takers).  Calls on one stream run one after another, so they
-# share its word; calls on other streams have words of their own.  Under capture the
-# graph gets a word of its own memory instead, set to 0 by a captured memset: a replay
+# wrapping at the number of takers), and beside it, from the next 128-byte line, room for
+# one value per row of such a launch (its rows are at most a block's threads), which
+# the launch writes before it reads.  Calls on one stream run one after another, so they
+# share its word and room; calls on other streams have their own.  Under capture the
+# graph gets its own memory instead, the word set to 0 by a captured memset: a replay
 # may run beside the capturing stream's later calls.  (Not guarded: a stream destroyed while
 # its last such launch runs, whose handle CUDA hands at once to a new stream that launches
 # another; the two would share the word.)
+TICKET_ROWS = 1024
+_TICKET_WORDS = 32 + TICKET_ROWS  # 4-byte words: the ticket's line, then the rows'
 _tickets: dict[tuple[int, int, int], cupy.ndarray] = {}
 _tickets_lock = threading.Lock()
 
 
-def ticket(memory: CallMemory) -> int:
-    """The device address of a ticket word of 0 for a launch on memory's stream (valid
-    while the call's `with CallMemory` block lasts, and after it outside capture)."""
+def ticket(memory: CallMemory) -> tuple[int, int]:
+    """(the device address of a ticket word of 0, that of TICKET_ROWS float32 words of room)
+    for one launch on memory's stream, valid while the call's `with CallMemory` block lasts
+    (and after it outside capture)."""
     if memory.captured:
-        return memory.filled_words(1, 0).data.ptr
+        base = memory.filled_words(_TICKET_WORDS // 2, 0).data.ptr
+        return base, base + 128
     stream = memory.stream.ptr
     # cudaStreamPerThread is a stream of each host thread under one handle: a word for each
     key = (runtime.getDevice(), stream, threading.get_ident() if stream == runtime.streamPerThread else 0)
-    word = _tickets.get(key)
-    if word is None:
+    words = _tickets.get(key)
+    if words is None:
         with _tickets_lock, memory.stream:
-            word = _tickets.setdefault(key, cupy.zeros(1, np.uint32))
-    return word.data.ptr
+            words = _tickets.setdefault(key, cupy.zeros(_TICKET_WORDS, np.uint32))
+    base = words.data.ptr
+    return base, base + 128

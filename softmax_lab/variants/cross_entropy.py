@@ -28,7 +28,7 @@ import numpy as np
 from .. import loader
 from ..device import DeviceInfo
 from ..problem import Shape, kernel_defines
-from ..scratch import CallMemory, ticket
+from ..scratch import TICKET_ROWS, CallMemory, ticket
 from .base import DEVICE_REFUSALS, PreparedLaunch, cluster_kernel, float_bits, ptr, resident_groups
 from .cluster_row import RowClusterPlan, blocks_per_sm, cluster_row_plan
 from .multi_block import chunk_grids, row_stats_plan
@@ -105,7 +105,7 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
         """The held layout's launch (with the count and the total where `reduce` and the rows
         are few), or None where the device cannot run it."""
         plan = held_plan(shape, dev, grad)
-        if plan is None or (reduce and shape.rows > plan.threads):
+        if plan is None or (reduce and shape.rows > min(plan.threads, TICKET_ROWS)):
             return None
         try:
             kernel = cluster_kernel("cross_entropy_held.cu", plan, dev, shape,
@@ -149,8 +149,8 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
         with CallMemory(stream) as memory:
             one_launch = held(grad, True) if out.total else None
             if one_launch is not None:
-                loss_rows = out.loss_rows or memory.empty(shape.rows, cupy.float32).data.ptr
-                one_launch(stream, *per_call, 0, loss_rows, out.lse, ticket(memory), out.total, int(mean))
+                word, room = ticket(memory)
+                one_launch(stream, *per_call, 0, out.loss_rows or room, out.lse, word, out.total, int(mean))
                 return
             scale = 0  # (1 / count, count) for a mean
             if mean:
