@@ -373,12 +373,9 @@ def make_arrays(rows: int, cols: int, dtype: str, op: str, seed: int, torch=None
 
 def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, repeats, warmup, seed, bar,
            dtype="float32", op="softmax", sampler=None, loop: int = 0) -> dict:
-    import cupy
-
-    stream = cupy.cuda.Stream(non_blocking=True)
     recs = []
     arrays = None
-    with stream:
+    with cat.timed_stream(torch) as stream:
         idx = check_rows(rows, seed=seed)
         refs = {}
         if dtype == "float32" or torch is not None:
@@ -444,16 +441,13 @@ def _shape(rows, cols, group, chosen, dev, torch, torch_reason, quack_reason, re
 
 
 def _host(c, dev, torch, torch_reason, calls, bar) -> dict:
-    import cupy
-
     bar.set_postfix_str(c.name)
     rows, cols = cat.HOST_SHAPE
     reason = cat.skip_reason(c, cols, dev, torch_reason, None)
     try:
         if reason:
             return records.record(c, rows, cols, status="skipped", reason=reason)
-        stream = cupy.cuda.Stream(non_blocking=True)
-        with stream:
+        with cat.timed_stream(torch) as stream:
             call = cat.prepare_host(c, dev, torch)
             us = timing.host_times(call, calls, HOST_WARMUP, stream.synchronize)
         return records.record(c, rows, cols, host_us=us)
@@ -521,6 +515,8 @@ def method(repeats: int, warmup: int, seed: int, host_calls: int = 0, loop: int 
                      "the floor is a two-read, one-write add (y + dy) of the same size; every row's sum of dx "
                      "against float64's"),
         "timer": timer, "loop_calls": loop or None,
+        "stream": ("one new non-blocking stream, current for CuPy and torch while a shape runs; every candidate "
+                   "called as a user writes it, with no stream argument or context of its own"),
         "check": ("output poisoned with NaN, then checked after the first call and after the last timed call: "
                   "check_rows rows spread over the output against float64, every row's sum against 1"),
         "ceiling": "the copy candidate with the lowest median time",

@@ -22,6 +22,7 @@ documented algorithm; `softmax-lab profile` measures what they really move.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 
@@ -369,8 +370,26 @@ def raw_view(a):
     return cupy.asarray(a)
 
 
+@contextlib.contextmanager
+def timed_stream(torch=None):
+    """A new non-blocking CuPy stream, current for CuPy and, given torch, for torch too, while
+    the block lasts: every candidate's call is then written as a user writes it, with no
+    stream argument or stream context of its own (a context a call costs a small call
+    several microseconds), and runs on this one stream."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        if torch is None:
+            yield stream
+        else:
+            with torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr)):
+                yield stream
+
+
 def prepare(c: Candidate, arrays: Arrays, dev: DeviceInfo, torch=None) -> Prepared:
-    """How to run candidate `c` on `arrays` (for its dtype and op) into arrays.out."""
+    """How to run candidate `c` on `arrays` (for its dtype and op) into arrays.out, inside
+    timed_stream(torch)."""
     import cupy
 
     x, dy, y, op = arrays.x, arrays.dy, arrays.out, arrays.op
@@ -382,10 +401,9 @@ def prepare(c: Candidate, arrays: Arrays, dev: DeviceInfo, torch=None) -> Prepar
         import importlib
 
         fn = getattr(importlib.import_module("..", __package__), op)  # softmax_lab.softmax, ... as a user calls them
-        stream = cupy.cuda.get_current_stream()  # the timed stream, for torch tensors too
         if is_backward(op):
-            return Prepared(lambda: fn(dy, x, variant=c.name, out=y, stream=stream), poison_y, "the out buffer")
-        return Prepared(lambda: fn(x, variant=c.name, out=y, stream=stream), poison_y, "the out buffer")
+            return Prepared(lambda: fn(dy, x, variant=c.name, out=y), poison_y, "the out buffer")
+        return Prepared(lambda: fn(x, variant=c.name, out=y), poison_y, "the out buffer")
     if c.name == "copy.memcpy":
         xv, yv = raw_view(x), raw_view(y)
 
@@ -417,27 +435,23 @@ def prepare(c: Candidate, arrays: Arrays, dev: DeviceInfo, torch=None) -> Prepar
         from cupyx.scipy.special import softmax as cupyx_softmax
 
         return Prepared(lambda: cupyx_softmax(x, axis=-1), lambda: None, "nothing: each call allocates its output")
-    if c.kind in ("library", "copy"):  # torch peers and torch.add: torch tensors on our stream
+    if c.kind in ("library", "copy"):  # torch peers and torch.add: torch tensors on torch's current stream
         tensors = [_as_torch(a, dev, torch) for a in ((x, dy) if is_backward(op) else (x,))]
-        ts = torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)
         if c.name == "floor.torch_add":
             yt = _as_torch(y, dev, torch)
 
             def add():
-                with torch.cuda.stream(ts):
-                    torch.add(tensors[0], tensors[1], out=yt)
+                torch.add(tensors[0], tensors[1], out=yt)
                 return y
 
             return Prepared(add, poison_y, "the out buffer")
         fn = _torch_function(c.name, torch, op)
 
         def call():
-            with torch.cuda.stream(ts):
-                return fn(*tensors)
+            return fn(*tensors)
 
         def poison():  # a NaN block of the output's size, freed to torch's cache, where the next output finds it
-            with torch.cuda.stream(ts):
-                torch.full_like(tensors[0], float("nan"))
+            torch.full_like(tensors[0], float("nan"))
 
         return Prepared(call, poison, "a NaN block left in torch's allocator cache")
     raise ValueError(f"no way to run candidate {c.name!r}")
@@ -466,13 +480,7 @@ def prepare_host(c: Candidate, dev: DeviceInfo, torch=None):
         return lambda: cupy.copyto(y, x)
     if c.name == "host.torch.softmax":
         xt = torch.as_tensor(x, device=f"cuda:{dev.id}")
-        ts = torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)
-
-        def call():
-            with torch.cuda.stream(ts):
-                return torch.softmax(xt, -1)
-
-        return call
+        return lambda: torch.softmax(xt, -1)
     raise ValueError(f"no host candidate {c.name!r}")
 
 

@@ -62,11 +62,9 @@ def make_arrays(rows: int, cols: int, dtype: str, op: str, seed: int, torch=None
 
 def prepare_loss(c: Candidate, x, t, out, op: str, dev, torch=None) -> Prepared:
     """How to run candidate `c` of a loss op once: call() returns the loss per row, or
-    (loss, gradient) for cross_entropy_grad, or the floor's output."""
-    import cupy
-
+    (loss, gradient) for cross_entropy_grad, or the floor's output; inside
+    candidates.timed_stream(torch)."""
     grad = op == "cross_entropy_grad"
-    stream = cupy.cuda.get_current_stream()
 
     def poison_out():
         if out is not None:
@@ -80,34 +78,30 @@ def prepare_loss(c: Candidate, x, t, out, op: str, dev, torch=None) -> Prepared:
         from ..cross_entropy import cross_entropy
 
         if grad:
-            return Prepared(lambda: (cross_entropy(x, t, reduction="none", grad_out=out, stream=stream), out),
+            return Prepared(lambda: (cross_entropy(x, t, reduction="none", grad_out=out), out),
                             poison_out, "the gradient buffer")
-        return Prepared(lambda: cross_entropy(x, t, reduction="none", stream=stream), lambda: None,
+        return Prepared(lambda: cross_entropy(x, t, reduction="none"), lambda: None,
                         "nothing: each call allocates its loss")
     xt, tt = _as_torch(x, dev, torch), _as_torch(t, dev, torch)
-    ts = torch.cuda.ExternalStream(stream.ptr)
     fn = _torch_loss(c.name, torch, grad)
     in_place = grad and c.name == "liger.cross_entropy"  # Liger writes the gradient over its logits
-    with torch.cuda.stream(ts):
-        own = xt.clone() if in_place else xt  # so the other candidates' logits stay whole
+    own = xt.clone() if in_place else xt  # so the other candidates' logits stay whole
     leaf = xt.detach().requires_grad_() if grad and c.name.startswith("torch.") else None
     ones = torch.ones(xt.shape[0], device=xt.device, dtype=xt.dtype) if leaf is not None else None
 
     def call():
-        with torch.cuda.stream(ts):
-            if leaf is None:
-                return fn(own, tt)
-            leaf.grad = None
-            loss = fn(leaf, tt)
-            loss.backward(ones)  # an incoming 1 a row: the gradient of the rows' sum
-            return loss.detach(), leaf.grad
+        if leaf is None:
+            return fn(own, tt)
+        leaf.grad = None
+        loss = fn(leaf, tt)
+        loss.backward(ones)  # an incoming 1 a row: the gradient of the rows' sum
+        return loss.detach(), leaf.grad
 
     def poison():  # torch's outputs are allocated: a NaN block of the output's size left in its cache
-        with torch.cuda.stream(ts):
-            torch.full_like(xt, float("nan"))
+        torch.full_like(xt, float("nan"))
 
     def again():
-        with torch.cuda.stream(ts), torch.no_grad():  # own requires grad once Liger has run on it
+        with torch.no_grad():  # own requires grad once Liger has run on it
             own.copy_(xt)
         return call()
 

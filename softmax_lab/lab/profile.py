@@ -320,7 +320,7 @@ def child(name: str, rows: int, cols: int, calls: int, result: Path, dtype: str 
         reason = cat.skip_reason(c, cols, dev, torch_reason, quack_reason, dtype, op)
         if reason:
             return done("skipped", reason)
-        with cupy.cuda.Stream(non_blocking=True):  # as the benchmark runs them (torch joins this stream)
+        with cat.timed_stream(torch):  # as the benchmark runs them
             arrays = make_arrays(rows, cols, dtype, op, 0, torch)
             prep = prepare(c, arrays, dev, torch)
             prep.call()  # compiles and warms up, outside the profiled range
