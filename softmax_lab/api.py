@@ -258,28 +258,48 @@ def _new_output(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, 
     included), otherwise a CuPy array from CuPy's pool on `stream`; seen with the
     rows moved back to `axis` (None: as it is, for a result of one value per row).
     Called with `device` current (torch.cuda.set_stream also sets the stream's device)."""
+    return _output_maker(torch_tensor, moved, dtype, device, axis)(stream)
+
+
+def _output_maker(torch_tensor: bool, moved: tuple, dtype: np.dtype, device: int, axis: int | None):
+    """make(stream, on_torch_stream=None): _new_output's result for these arguments, with what
+    does not change from call to call (the dtype's and device's objects) worked out once, for
+    a repeated call; on_torch_stream: whether `stream` is torch's current one, where the
+    caller knows (None: asked)."""
     if axis is not None and axis == len(moved) - 1:
         axis = None  # rows already last: no view to make
     if torch_tensor:
         import torch
 
-        # torch's allocator hands out a block once torch's current stream is past its last use: a
-        # result for another stream is allocated with that stream current (set and restored
-        # directly: torch.cuda.stream()'s device checks cost more than a small call's launch)
-        torch_dtype = getattr(torch, DTYPE_NAMES[dtype])
-        if stream.ptr == torch_raw_stream(device):
-            y = torch.empty(moved, dtype=torch_dtype, device=f"cuda:{device}")
-        else:
-            previous = torch.cuda.current_stream(device)
-            torch.cuda.set_stream(torch_external_stream(stream.ptr, device))
-            try:
-                y = torch.empty(moved, dtype=torch_dtype, device=f"cuda:{device}")
-            finally:
-                torch.cuda.set_stream(previous)
-        return (y if axis is None else y.movedim(-1, axis)), y.data_ptr()
-    with stream:
-        y = cupy.empty(moved, dtype=_storage(dtype))
-    return (y if axis is None else cupy.moveaxis(y, -1, axis)), y.data.ptr
+        torch_dtype, where = getattr(torch, DTYPE_NAMES[dtype]), torch.device("cuda", device)
+
+        def make_tensor(stream, on_torch_stream: bool | None = None):
+            if on_torch_stream is None:
+                on_torch_stream = stream.ptr == torch_raw_stream(device)
+            if on_torch_stream:
+                y = torch.empty(moved, dtype=torch_dtype, device=where)
+            else:
+                # torch's allocator hands out a block once torch's current stream is past its last
+                # use: a result for another stream is allocated with that stream current (set and
+                # restored directly: torch.cuda.stream()'s device checks cost more than a small
+                # call's launch)
+                previous = torch.cuda.current_stream(device)
+                torch.cuda.set_stream(torch_external_stream(stream.ptr, device))
+                try:
+                    y = torch.empty(moved, dtype=torch_dtype, device=where)
+                finally:
+                    torch.cuda.set_stream(previous)
+            return (y if axis is None else y.movedim(-1, axis)), y.data_ptr()
+
+        return make_tensor
+    storage = _storage(dtype)
+
+    def make_array(stream, on_torch_stream: bool | None = None):
+        with stream:
+            y = cupy.empty(moved, dtype=storage)
+        return (y if axis is None else cupy.moveaxis(y, -1, axis)), y.data.ptr
+
+    return make_array
 
 
 def _check_like(xv: ArrayView, gv: ArrayView | None, ov: ArrayView | None, name: str = "x") -> None:
@@ -462,13 +482,15 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
     key = _call_key(kx, ko, plan.axis, variant, op, kg)
     torch_stream = xv.kind == "torch"
     moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
-    dtype, axis = xv.dtype, plan.axis
+    new_output = _output_maker(torch_stream, moved, xv.dtype, device, plan.axis)
 
     def call(x_ptr, out, y_ptr, g_ptr, stream=None):
-        stream = stream if stream is not None else current_stream(torch_stream, device)
+        on_torch_stream = None
+        if stream is None:
+            stream, on_torch_stream = current_stream(torch_stream, device), torch_stream
         result = out
         if out is None:
-            result, y_ptr = _new_output(torch_stream, moved, dtype, device, axis, stream)
+            result, y_ptr = new_output(stream, on_torch_stream)
         if g_ptr is None:
             launch(x_ptr, y_ptr, stream)
         else:

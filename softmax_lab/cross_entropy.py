@@ -17,7 +17,19 @@ import math
 import cupy
 import numpy as np
 
-from .api import _MISS, _as_cupy, _clear, _from_dlpack, _input_ptr, _key, _keys, _new_output, _span, _watch_torch
+from .api import (
+    _MISS,
+    _as_cupy,
+    _clear,
+    _from_dlpack,
+    _input_ptr,
+    _key,
+    _keys,
+    _new_output,
+    _output_maker,
+    _span,
+    _watch_torch,
+)
 from .arrays import (
     DTYPE_NAMES,
     SUPPORTED,
@@ -209,10 +221,15 @@ def _remember(asked: tuple, xv: ArrayView, tv: ArrayView, gv: ArrayView | None, 
     per_row = options.reduction == "none"
     ld_target = tv.strides[0] // tv.dtype.itemsize
 
+    new_loss = _output_maker(torch_out, (rows,) if per_row else (), _FLOAT32, device, None)
+    new_lse = _output_maker(torch_out, (rows,), _FLOAT32, device, None) if return_lse else None
+
     def call(x_ptr: int, t_ptr: int, g_ptr: int, stream):
-        stream = stream if stream is not None else current_stream(torch_out, device)
-        loss, loss_ptr = _new_output(torch_out, (rows,) if per_row else (), _FLOAT32, device, None, stream)
-        lse, lse_ptr = _new_output(torch_out, (rows,), _FLOAT32, device, None, stream) if return_lse else (None, 0)
+        on_torch_stream = None
+        if stream is None:
+            stream, on_torch_stream = current_stream(torch_out, device), torch_out
+        loss, loss_ptr = new_loss(stream, on_torch_stream)
+        lse, lse_ptr = new_lse(stream, on_torch_stream) if return_lse else (None, 0)
         launch(LossBuffers(x_ptr, t_ptr, ld_target, loss_ptr if per_row else 0, 0 if per_row else loss_ptr, lse_ptr,
                            g_ptr, ld_grad), options, stream)
         return (loss, lse) if return_lse else loss
