@@ -390,7 +390,7 @@ def _key(a) -> tuple | None:
         data = a.data
         return data.ptr, a.shape, a.strides, a.dtype, data.device_id
     if t is _torch_tensor and a.is_cuda:
-        return a.data_ptr(), a.shape, a.stride(), a.dtype, a.device.index
+        return a.data_ptr(), a.shape, a.stride(), a.dtype, a.get_device()  # get_device: no torch.device made
     return None
 
 
