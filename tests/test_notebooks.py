@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import synthetic
+import test_context
 import test_plots
 
 from softmax_lab.lab import records
@@ -82,9 +83,10 @@ def stored_output_problems(path: Path, results: Path) -> list[str]:
     return problems
 
 
-def test_there_are_six_notebooks_stored_without_outputs_or_executed_whole():
+def test_there_are_seven_notebooks_stored_without_outputs_or_executed_whole():
     assert NAMES == ["01_traffic_model.ipynb", "02_variants.ipynb", "03_bandwidth.ipynb",
-                     "04_hardware_counts.ipynb", "05_dtypes_and_ops.ipynb", "06_cross_entropy.ipynb"]
+                     "04_hardware_counts.ipynb", "05_dtypes_and_ops.ipynb", "06_cross_entropy.ipynb",
+                     "07_softmax_in_context.ipynb"]
     for path in NOTEBOOKS:
         text = path.read_text()
         assert "SOFTMAX_LAB_" not in text and "os.environ" not in text, path.name  # no environment variables
@@ -139,6 +141,8 @@ def test_notebook_runs_on_the_recorded_results(path, monkeypatch):
         assert "results/dtype_op.json" in text
     elif path.name == "06_cross_entropy.ipynb":
         assert "results/loss.json" in text
+    elif path.name == "07_softmax_in_context.ipynb":
+        assert "results/context.json" in text  # recorded or not, it looks beside notebooks/
     elif path.name != "04_hardware_counts.ipynb" or (ROOT / "results" / "profile.json").is_file():
         assert "(results/" in text  # the folder beside notebooks/, named without this checkout's path
 
@@ -148,6 +152,7 @@ def test_notebook_runs_on_synthetic_results(path, monkeypatch, tmp_path):
     here = copy_notebooks(tmp_path)
     synthetic.write(tmp_path / "results", torch=True, dtypes_ops=True)
     (tmp_path / "results" / "profile.json").write_text(json.dumps(test_plots.profile_doc()))
+    (tmp_path / "results" / "context.json").write_text(json.dumps(test_context.document()))
     text = execute(here / path.name, monkeypatch)
     if path.name != "02_variants.ipynb" or "GPU here" not in text:
         assert "Recorded on Synthetic H200" in text
@@ -166,6 +171,8 @@ def test_notebook_runs_on_synthetic_results(path, monkeypatch, tmp_path):
     if path.name == "06_cross_entropy.ipynb":
         assert "bfloat16 cross_entropy_grad" in text and "liger" in text and "quack.cross_entropy" in text
         assert "No recorded profile of the loss ops" in text
+    if path.name == "07_softmax_in_context.ipynb":
+        assert "4096 x 4096 @ 4096 x 128256 bfloat16" in text and "sw_power_cap 90%" in text
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=NAMES)
@@ -179,6 +186,9 @@ def test_notebook_says_plainly_when_nothing_is_recorded(path, monkeypatch, tmp_p
     if path.name == "05_dtypes_and_ops.ipynb":
         assert "No recorded dtype_op results" in text and "bash benchmarks/record.sh table" in text
         assert "No recorded sweep_bf16 results" in text and "floor.torch_add" in text  # the traffic model still
+    if path.name == "07_softmax_in_context.ipynb":
+        assert "No recorded context results at results/context.json" in text
+        assert "bash benchmarks/record.sh context" in text
     if path.name == "06_cross_entropy.ipynb":
         assert "No recorded loss results" in text and "bash benchmarks/record.sh liger loss" in text
         assert "torch.cross_entropy" in text and "read.words" in text  # the traffic model still
