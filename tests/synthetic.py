@@ -35,7 +35,7 @@ def run(rows: int, cols: int, names=None, group=None, repeats: int = 20, seed: i
         elif c.name == "auto":  # as bench does for a device that picks single_read
             c = cat.Candidate("auto", "variant", c.reads, 1, "variant='auto' picks single_read")
         if c.kind == "host":
-            if c.name == "host.torch.softmax" and not torch:
+            if c.name.startswith("host.torch.") and not torch:
                 recs.append(records.record(c, *cat.HOST_SHAPE, status="skipped", reason="torch is not importable"))
             else:
                 recs.append(records.record(c, *cat.HOST_SHAPE, host_us=list(10 + rng.random(100))))

@@ -104,6 +104,9 @@ HOST = (
     Candidate("host.auto", "host", 0, 0, f"host time of softmax_lab.softmax(x, out=y) on {HOST_SHAPE}"),
     Candidate("host.copy", "host", 0, 0, f"host time of cupy.copyto(y, x) on {HOST_SHAPE}"),
     Candidate("host.torch.softmax", "host", 0, 0, f"host time of torch.softmax(x, -1) on {HOST_SHAPE}"),
+    Candidate("host.torch.softmax_lab", "host", 0, 0,
+              f"host time of softmax_lab.softmax(x) on a torch tensor of {HOST_SHAPE}, its result allocated as "
+              "torch.softmax's"),
 )
 # The loss ops (lab/loss.py runs and checks them): each row's loss, against one read of
 # the logits; the loss with the gradient of the logits, against a copy.
@@ -481,6 +484,11 @@ def prepare_host(c: Candidate, dev: DeviceInfo, torch=None):
     if c.name == "host.torch.softmax":
         xt = torch.as_tensor(x, device=f"cuda:{dev.id}")
         return lambda: torch.softmax(xt, -1)
+    if c.name == "host.torch.softmax_lab":
+        from ..api import softmax
+
+        xt = torch.as_tensor(x, device=f"cuda:{dev.id}")
+        return lambda: softmax(xt)
     raise ValueError(f"no host candidate {c.name!r}")
 
 
