@@ -21,8 +21,9 @@
 #   bash benchmarks/record.sh liger loss         # loss.json .log .txt: cross_entropy and cross_entropy_grad, bf16
 #                                                #   and fp32, the issue's vocabularies, against their floors and peers
 #   bash benchmarks/record.sh profile-loss       # loss_profile.json .log: ncu's passes of cross_entropy_grad, bf16
-#   bash benchmarks/record.sh decode             # decode.json .log .txt: 1-64 rows of a vocabulary, softmax and its
-#                                                #   backward, per call in loops of 300 calls (--loop), with the peers
+#   bash benchmarks/record.sh decode             # decode.json .log .txt host.json: 1-64 rows of a vocabulary, softmax
+#                                                #   and its backward, per call in loops of 300 calls (--loop), with the
+#                                                #   peers; then host time per call on 8 x 1024 beside torch.softmax's
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
@@ -86,13 +87,17 @@ for stage in "$@"; do
       echo "loss rc=$?"
       lab report --table "$OUT/loss.json" | tee "$OUT/loss.txt" ;;
     decode)  # issue 49's decode-sized calls: per call in loops of 300, host included, beside torch and quack
-      timeout 560 python3 -m softmax_lab sweep --loop 300 --repeats 20 --dtype bfloat16,float32 \
+      timeout 440 python3 -m softmax_lab sweep --loop 300 --repeats 20 --dtype bfloat16,float32 \
         --op softmax,softmax_backward --no-progress \
         --variants auto,torch.softmax,quack.softmax,torch.softmax_backward,quack.softmax_backward \
         --shape 1x32000 --shape 1x128256 --shape 8x151936 --shape 16x50257 --shape 64x128256 --shape 64x393216 \
         -o "$OUT/decode.json" > "$OUT/decode.log" 2>&1
       echo "decode rc=$?"
-      lab report --table "$OUT/decode.json" | tee "$OUT/decode.txt" ;;
+      lab report --table "$OUT/decode.json" | tee "$OUT/decode.txt"
+      # host time alone on a tiny input, softmax-lab's calls beside torch.softmax's own
+      timeout 120 python3 -m softmax_lab bench --rows 8 --cols 1024 --no-progress \
+        --variants host.auto,host.copy,host.torch.softmax,host.torch.softmax_lab -o "$OUT/host.json" \
+        | tail -n 10 ;;
     profile-loss)
       timeout 560 python3 -m softmax_lab profile --op cross_entropy_grad --dtype bfloat16 --shape 4096x128256 \
         -o "$OUT/loss_profile.json" > "$OUT/loss_profile.log" 2>&1
