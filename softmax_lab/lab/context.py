@@ -119,8 +119,6 @@ def run_context(m: int = GEMM[0], k: int = GEMM[1], n: int = GEMM[2], *, dtype: 
                 progress=None) -> dict:
     """Runs the rounds on the current device (torch is required: the GEMM is torch.matmul
     into a preallocated M x N output); returns a context document."""
-    import cupy
-
     from ..device import device_info, require_device
     from . import bench
 
@@ -134,10 +132,8 @@ def run_context(m: int = GEMM[0], k: int = GEMM[1], n: int = GEMM[2], *, dtype: 
     chosen = cat.select(names, DEFAULT_NAMES, dtype, "softmax")
     quack_reason = cat.quack_status() if any(c.name.startswith("quack.") for c in chosen) else None
     tdtype = getattr(torch, dtype)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    ts = torch.cuda.ExternalStream(stream.ptr)
     recorded, prepared, kept = {}, {}, {}  # by name
-    with stream, torch.cuda.stream(ts):
+    with cat.timed_stream(torch) as stream:
         g = torch.Generator(device=f"cuda:{dev.id}").manual_seed(seed)
         a = torch.randn(m, k, device=f"cuda:{dev.id}", generator=g).to(tdtype)
         b = (torch.randn(k, n, device=f"cuda:{dev.id}", generator=g) / math.sqrt(k)).to(tdtype)
