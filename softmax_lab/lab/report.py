@@ -96,9 +96,9 @@ def format_run(run: dict) -> str:
         for r in hosts:
             h = r["host"]
             if h is None:
-                lines.append(f"  {r['name']:<20} {r['status'].upper()}: {r['reason']}")
+                lines.append(f"  {r['name']:<24} {r['status'].upper()}: {r['reason']}")
             else:
-                lines.append(f"  {r['name']:<20} median {h['median_us']:6.1f}  min {h['min_us']:6.1f}  "
+                lines.append(f"  {r['name']:<24} median {h['median_us']:6.1f}  min {h['min_us']:6.1f}  "
                              f"max {h['max_us']:8.1f}  ({h['repeats']} calls; {r['traffic']['model']})")
     sampled = [r for r in run["candidates"] if r.get("clocks")]
     if sampled:
