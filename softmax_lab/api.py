@@ -380,7 +380,7 @@ def _execute(x, xv: ArrayView, out, ov: ArrayView | None, plan: CallPlan, device
 _MISS = object()
 _calls: dict[tuple, tuple] = {}
 _CALLS_MAX = 4096
-_torch_tensor = None  # torch.Tensor, once a torch tensor has been seen
+_torch_tensor = _torch_tensor_empty_like = None  # torch.Tensor and torch.empty_like, once a torch tensor has been seen
 
 
 def _key(a) -> tuple | None:
@@ -447,12 +447,12 @@ def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax", g=None, s
     x_ptr = kx[0]
     g_ptr = None if kg is None else kg[0]
     if ko is None:
-        return call(x_ptr, None, None, g_ptr, stream)
+        return call(x, x_ptr, None, None, g_ptr, stream)
     y_ptr = ko[0]
     if not _clear(x_ptr, x_lo, x_hi, y_ptr, o_lo, o_hi) or \
             (kg is not None and not _clear(g_ptr, g_lo, g_hi, y_ptr, o_lo, o_hi)):
         return _MISS  # extents overlap: check the elements
-    return call(x_ptr, out, y_ptr, g_ptr, stream)
+    return call(x, x_ptr, out, y_ptr, g_ptr, stream)
 
 
 def _span(a: ArrayView) -> tuple[int, int]:
@@ -462,11 +462,11 @@ def _span(a: ArrayView) -> tuple[int, int]:
 
 def _watch_torch() -> None:
     """Let _key take torch tensors (from the first call on one)."""
-    global _torch_tensor
+    global _torch_tensor, _torch_tensor_empty_like
     if _torch_tensor is None:
         import torch
 
-        _torch_tensor = torch.Tensor
+        _torch_tensor, _torch_tensor_empty_like = torch.Tensor, torch.empty_like
 
 
 def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, variant: str, launch,
@@ -483,14 +483,21 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
     torch_stream = xv.kind == "torch"
     moved = xv.shape[: plan.axis] + xv.shape[plan.axis + 1 :] + (plan.cols,)
     new_output = _output_maker(torch_stream, moved, xv.dtype, device, plan.axis)
+    # a contiguous torch x with its rows last: torch.empty_like(x) is the result on torch's
+    # stream, at about half torch.empty's host cost (1.7 against 3.1 µs on an H100)
+    like_x = torch_stream and plan.axis == len(xv.shape) - 1 and x.is_contiguous()
 
-    def call(x_ptr, out, y_ptr, g_ptr, stream=None):
+    def call(x, x_ptr, out, y_ptr, g_ptr, stream=None):
         on_torch_stream = None
         if stream is None:
             stream, on_torch_stream = current_stream(torch_stream, device), torch_stream
         result = out
         if out is None:
-            result, y_ptr = new_output(stream, on_torch_stream)
+            if like_x and on_torch_stream:
+                result = _torch_tensor_empty_like(x)
+                y_ptr = result.data_ptr()
+            else:
+                result, y_ptr = new_output(stream, on_torch_stream)
         if g_ptr is None:
             launch(x_ptr, y_ptr, stream)
         else:
