@@ -377,8 +377,8 @@ def raw_view(a):
 def timed_stream(torch=None):
     """A new non-blocking CuPy stream, current for CuPy and, given torch, for torch too, while
     the block lasts: every candidate's call is then written as a user writes it, with no
-    stream argument or stream context of its own (a context a call costs a small call
-    several microseconds), and runs on this one stream."""
+    stream argument or stream context of its own (a context around each call would cost a
+    small call several microseconds), and runs on this one stream."""
     import cupy
 
     stream = cupy.cuda.Stream(non_blocking=True)
