@@ -130,3 +130,55 @@ def test_skip_reasons_of_the_halves_and_the_backward_ops():
 def test_quack_absent_is_a_reason_not_an_error():
     reason = cat.quack_status()
     assert reason is None or reason.startswith("quack is not importable")
+
+
+# ------------------------------------------------------------ the one stream of a run
+class _Entered:
+    """A context manager that logs its entry and exit into `log`."""
+
+    def __init__(self, log, name, ptr=None):
+        self.log, self.name, self.ptr = log, name, ptr
+
+    def __enter__(self):
+        self.log.append(("enter", self.name))
+        return self
+
+    def __exit__(self, *exc):
+        self.log.append(("exit", self.name))
+        return False
+
+
+def test_timed_stream_makes_one_stream_current_for_cupy_and_torch(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    log = []
+    stream = _Entered(log, "cupy", ptr=0x5E)
+    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(Stream=lambda non_blocking: stream if non_blocking else None))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    external = []
+    fake_torch = SimpleNamespace(cuda=SimpleNamespace(
+        ExternalStream=lambda ptr: external.append(ptr) or ("external", ptr),
+        stream=lambda s: _Entered(log, s)))
+    with cat.timed_stream(fake_torch) as s:
+        assert s is stream and log == [("enter", "cupy"), ("enter", ("external", 0x5E))]
+    assert external == [0x5E] and log[2:] == [("exit", ("external", 0x5E)), ("exit", "cupy")]
+    log.clear()
+    with cat.timed_stream(None) as s:  # without torch: CuPy's stream only
+        assert s is stream and log == [("enter", "cupy")]
+    assert log == [("enter", "cupy"), ("exit", "cupy")]
+
+
+def test_a_variant_candidate_is_called_as_a_user_writes_it(monkeypatch):
+    """No stream argument: the call runs on the current stream that timed_stream set."""
+    import numpy as np
+
+    seen = []
+    monkeypatch.setattr(softmax_lab, "softmax", lambda x, **kw: seen.append(kw))
+    monkeypatch.setattr(softmax_lab, "softmax_backward", lambda dy, y, **kw: seen.append(kw))
+    x = np.ones((2, 8), np.float32)
+    for op, dy in (("softmax", None), ("softmax_backward", x)):
+        prep = cat.prepare(cat.Candidate("auto", "variant", 1, 1, "auto"), cat.Arrays(x, x.copy(), dy, "float32", op),
+                           cat.reference_device())
+        prep.call()
+    assert [sorted(kw) for kw in seen] == [["out", "variant"]] * 2 and all(kw["variant"] == "auto" for kw in seen)
