@@ -455,6 +455,14 @@ def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax", g=None, s
     return call(x, x_ptr, out, y_ptr, g_ptr, stream)
 
 
+def _repeat_stream(stream, torch_tensor: bool, device: int):
+    """(the stream a repeated call runs on, whether it is torch's current stream: None where
+    that is not known): `stream` as given, else the current stream of the call's kind."""
+    if stream is None:
+        return current_stream(torch_tensor, device), torch_tensor
+    return stream, None
+
+
 def _span(a: ArrayView) -> tuple[int, int]:
     lo, hi = extent(a)
     return lo - a.ptr, hi - a.ptr
@@ -488,9 +496,7 @@ def _remember(xv: ArrayView, ov: ArrayView | None, plan: CallPlan, device: int, 
     like_x = torch_stream and plan.axis == len(xv.shape) - 1 and x.is_contiguous()
 
     def call(x, x_ptr, out, y_ptr, g_ptr, stream=None):
-        on_torch_stream = None
-        if stream is None:
-            stream, on_torch_stream = current_stream(torch_stream, device), torch_stream
+        stream, on_torch_stream = _repeat_stream(stream, torch_stream, device)
         result = out
         if out is None:
             if like_x and on_torch_stream:

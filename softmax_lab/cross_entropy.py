@@ -27,6 +27,7 @@ from .api import (
     _keys,
     _new_output,
     _output_maker,
+    _repeat_stream,
     _span,
     _watch_torch,
 )
@@ -36,7 +37,6 @@ from .arrays import (
     ArrayView,
     LauncherCache,
     check_same_device,
-    current_stream,
     describe,
     device_of,
     dtype_name,
@@ -225,9 +225,7 @@ def _remember(asked: tuple, xv: ArrayView, tv: ArrayView, gv: ArrayView | None, 
     new_lse = _output_maker(torch_out, (rows,), _FLOAT32, device, None) if return_lse else None
 
     def call(x_ptr: int, t_ptr: int, g_ptr: int, stream):
-        on_torch_stream = None
-        if stream is None:
-            stream, on_torch_stream = current_stream(torch_out, device), torch_out
+        stream, on_torch_stream = _repeat_stream(stream, torch_out, device)
         loss, loss_ptr = new_loss(stream, on_torch_stream)
         lse, lse_ptr = new_lse(stream, on_torch_stream) if return_lse else (None, 0)
         launch(LossBuffers(x_ptr, t_ptr, ld_target, loss_ptr if per_row else 0, 0 if per_row else loss_ptr, lse_ptr,
