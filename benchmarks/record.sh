@@ -27,7 +27,8 @@
 #   bash benchmarks/record.sh notebooks gpu-tests
 #
 # quack (optional peer; the device has no network): its wheels travel in two
-# halves, .whl-quack/a and .whl-quack/b (< 64 MiB each), in two calls:
+# halves, .whl-quack/a and .whl-quack/b (< 64 MiB each; `bash benchmarks/peer_wheels.sh`
+# downloads and lays them out here, with Liger-Kernel's in .whl), in two calls:
 #   call 1, carrying .whl-quack/a:  bash benchmarks/record.sh quack-a
 #   call 2, carrying .whl-quack/b:  bash benchmarks/record.sh quack-b sweep
 # quack-b joins the split wheel, checks its sha256 and installs every wheel with

@@ -52,3 +52,45 @@ def test_an_unknown_stage_fails(tmp_path):
     p = subprocess.run(["bash", str(SCRIPT), "nope"], capture_output=True, text=True, env={"OUT": str(tmp_path),
                                                                                            "PATH": "/usr/bin:/bin"})
     assert p.returncode == 2 and "unknown stage nope" in p.stdout
+
+
+def test_peer_wheels_sh_lays_out_what_quack_b_and_liger_take(tmp_path):
+    """benchmarks/peer_wheels.sh over stand-in wheels (no download): the large wheel split in
+    two halves that join back to its recorded sha256, each wheel in the folder record.sh's
+    stage takes it from."""
+    for tool in ("bash", "split", "sha256sum"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"no {tool}")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    names = ["apache_tvm_ffi-0.1-x.whl", "nvidia_cutlass_dsl-4.8.1-x.whl", "nvidia_cutlass_dsl_libs_base-4.8.1-x.whl",
+             "nvidia_cutlass_dsl_libs_core-4.8.1-x.whl", "torch_c_dlpack_ext-0.1-x.whl", "quack_kernels-0.6.5-x.whl",
+             "cuda_bindings-13-x.whl", "protobuf-7-x.whl", "cuda_pathfinder-1-x.whl", "liger_kernel-0.8.5-x.whl"]
+    for name in names:
+        (wheels / name).write_bytes(name.encode())
+    large = bytes(range(256)) * 3 + b"tail"
+    (wheels / "nvidia_cutlass_dsl_libs_cu13-4.8.1-x.whl").write_bytes(large)
+    dest = tmp_path / "dest"
+    subprocess.run(["bash", str(SCRIPT.with_name("peer_wheels.sh"))], check=True, capture_output=True,
+                   env={"PATH": "/usr/bin:/bin", "WHEELS": str(wheels), "DEST": str(dest), "PART_BYTES": "500"})
+    a, b = dest / ".whl-quack" / "a", dest / ".whl-quack" / "b"
+    assert (a / "cu13.whl.part-aa").read_bytes() + (b / "cu13.whl.part-ab").read_bytes() == large
+    digest, wheel_name = (b / "cu13.sha256").read_text().split()
+    assert wheel_name == "nvidia_cutlass_dsl_libs_cu13-4.8.1-x.whl"
+    assert digest == __import__("hashlib").sha256(large).hexdigest()
+    assert sorted(p.name for p in a.glob("*.whl")) == sorted(names[:5])
+    assert [p.name for p in b.glob("*.whl")] == [names[5]]
+    assert sorted(p.name for p in (b / "ifmissing").iterdir()) == sorted(names[6:9])
+    assert [p.name for p in (dest / ".whl").iterdir()] == [names[9]]
+    # record.sh's quack-b joins the parts and checks them against cu13.sha256, by that file's name
+    text = SCRIPT.read_text()
+    assert "cu13.whl.part-aa cu13.whl.part-ab" in text and "sha256sum -c cu13.sha256" in text
+    assert ".whl-quack/b/* " in text and "ifmissing" in text and ".whl/liger_kernel-*.whl" in text
+
+
+def test_peer_wheels_sh_refuses_a_missing_wheel(tmp_path):
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    run = subprocess.run(["bash", str(SCRIPT.with_name("peer_wheels.sh"))], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "WHEELS": str(tmp_path), "DEST": str(tmp_path / "d")})
+    assert run.returncode == 2 and "no single nvidia_cutlass_dsl_libs_cu13 wheel" in run.stderr
