@@ -1,6 +1,7 @@
 """benchmarks/record.sh: valid bash, every stage its header names exists, an
 unknown stage fails, and no stage leaves more than 4 files in $OUT."""
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -77,7 +78,7 @@ def test_peer_wheels_sh_lays_out_what_quack_b_and_liger_take(tmp_path):
     assert (a / "cu13.whl.part-aa").read_bytes() + (b / "cu13.whl.part-ab").read_bytes() == large
     digest, wheel_name = (b / "cu13.sha256").read_text().split()
     assert wheel_name == "nvidia_cutlass_dsl_libs_cu13-4.8.1-x.whl"
-    assert digest == __import__("hashlib").sha256(large).hexdigest()
+    assert digest == hashlib.sha256(large).hexdigest()
     assert sorted(p.name for p in a.glob("*.whl")) == sorted(names[:5])
     assert [p.name for p in b.glob("*.whl")] == [names[5]]
     assert sorted(p.name for p in (b / "ifmissing").iterdir()) == sorted(names[6:9])
