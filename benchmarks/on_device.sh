@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs checking stages on a GPU machine, each with a time limit, logs under $OUT.
-#   bash benchmarks/on_device.sh "tests-par"; then "tests-huge"; then "tests-sanitizer" (a call each)
+#   bash benchmarks/on_device.sh tests-par        # then tests-huge, then tests-sanitizer: a call each
+#   bash benchmarks/on_device.sh "stress memcheck-stress"   # several stages in one call, in turn
 # tests-fast: the GPU suite but for the >2^31-element and compute-sanitizer tests
 # (about 10 minutes since the halves and the backward: in two calls, tests-core
 # then tests-ops, each within one device call);
