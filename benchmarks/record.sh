@@ -24,7 +24,7 @@
 #   bash benchmarks/record.sh decode             # decode.json .log .txt host.json: 1-64 rows of a vocabulary, softmax
 #                                                #   and its backward, per call in loops of 300 calls (--loop), with the
 #                                                #   peers; then host time per call on 8 x 1024 beside torch.softmax's
-#   bash benchmarks/record.sh notebooks gpu-tests
+#   bash benchmarks/record.sh notebooks          # runs each notebook's cells (the GPU suite: benchmarks/on_device.sh)
 #
 # quack (optional peer; the device has no network): its wheels travel in two
 # halves, .whl-quack/a and .whl-quack/b (< 64 MiB each; `bash benchmarks/peer_wheels.sh`
@@ -185,10 +185,8 @@ print('ran', sys.argv[1])
 " "$(basename "$nb")" > /dev/null 2> "$OUT/notebook.err"; echo "$nb rc=$?"; tail -n 3 "$OUT/notebook.err")
       done
       rm -f "$OUT/notebook.err" ;;
-    gpu-tests)
-      timeout 560 python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider 2>&1 | tail -n 6 ;;
     *)
       echo "unknown stage $stage (info quack-a quack-b liger loss profile-loss bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
-           "sweep-bf16 table table-vocab context decode notebooks gpu-tests)"; exit 2 ;;
+           "sweep-bf16 table table-vocab context decode notebooks)"; exit 2 ;;
   esac
 done
