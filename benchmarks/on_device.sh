@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs checking stages on a GPU machine, each with a time limit, logs under $OUT.
-# The GPU suite takes three device calls, in this order:
+# The GPU suite takes three device calls, in this order (the first carrying .whl-tests,
+# laid out here by benchmarks/peer_wheels.sh: the test extra's wheels, installed where
+# the device lacks them into a virtual environment over its own packages, which later
+# calls on the same machine keep using):
 #   OUT=$OUT bash benchmarks/on_device.sh tests-par
 #   OUT=$OUT bash benchmarks/on_device.sh tests-huge
 #   OUT=$OUT bash benchmarks/on_device.sh tests-sanitizer
@@ -23,6 +26,18 @@
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-cache}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# The test extra, where .whl-tests came: a virtual environment that sees the device's own
+# packages (its python3 is itself a virtual environment, whose packages a .pth file adds)
+# and installs only what they lack.
+TESTS_ENV=/tmp/softmax-lab-tests
+if [ -d .whl-tests ] && [ ! -x "$TESTS_ENV/bin/python3" ]; then
+  own_site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  python3 -m venv --without-pip --system-site-packages "$TESTS_ENV" \
+    && echo "$own_site" > "$("$TESTS_ENV/bin/python3" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/device.pth" \
+    && "$TESTS_ENV/bin/python3" -m pip install -q --no-index --find-links .whl-tests -r .whl-tests/requirements.txt \
+    || { echo "on_device.sh: the test extra did not install from .whl-tests; the tests that need it skip"; rm -rf "$TESTS_ENV"; }
+fi
+[ -x "$TESTS_ENV/bin/python3" ] && export PATH=$TESTS_ENV/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 
 # gpu_tests NAME SECONDS PYTEST-ARGS...: the GPU tests chosen by the arguments, log in $OUT/NAME.log.

@@ -9,6 +9,10 @@
 #                 (cu13.sha256), quack itself, and in ifmissing/ the DSL's own
 #                 dependencies, which quack-b installs only where the device lacks them
 #   .whl          Liger-Kernel (pure Python, on the device's torch and Triton)
+#   .whl-tests    the wheels of pyproject.toml's test extra and their dependencies
+#                 (downloaded in either mode), with requirements.txt naming the extra:
+#                 benchmarks/on_device.sh installs what the device lacks, so that no GPU
+#                 test skips for want of nbclient or jsonschema
 #
 # Each folder travels in one device call, whose carry and working tree together
 # stay under 64 MiB: a and b are balanced and their sizes printed beside the tree's.
@@ -35,6 +39,12 @@ if [ -z "${WHEELS:-}" ]; then
     --platform manylinux_2_28_x86_64 -d "$WHEELS" $QUACK_WHEELS
   python3 -m pip download -q --no-deps -d "$WHEELS" "$LIGER_WHEEL"
 fi
+
+rm -rf "$DEST/.whl-tests"; mkdir -p "$DEST/.whl-tests"
+python3 -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test'], sep='\n')" \
+  > "$DEST/.whl-tests/requirements.txt"
+python3 -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
+  -d "$DEST/.whl-tests" -r "$DEST/.whl-tests/requirements.txt"
 
 one() {  # the one wheel in $WHEELS whose name starts with $1
   local found=("$WHEELS"/"$1"-*.whl)
@@ -64,7 +74,7 @@ done
 cp "$(one liger_kernel)" "$DEST/.whl/"
 
 tree=$(git ls-files -z 2>/dev/null | du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1 || echo 0)
-for dir in "$a" "$b" "$DEST/.whl"; do
+for dir in "$a" "$b" "$DEST/.whl" "$DEST/.whl-tests"; do
   printf '%s: %s MiB\n' "${dir#"$DEST"/}" "$(( $(du -sb "$dir" | cut -f1) / 1048576 ))"
 done
-printf 'tracked tree: %s MiB (a call carries at most 64 MiB with it: a alone, then b with .whl)\n' $(( tree / 1048576 ))
+printf 'tracked tree: %s MiB (a call carries at most 64 MiB with it: a alone, then b with .whl; .whl-tests with tests-par)\n' $(( tree / 1048576 ))
