@@ -26,7 +26,7 @@
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-cache}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-# The test extra, where .whl-tests came: a virtual environment that sees the device's own
+# The test extra, where a call carried .whl-tests: a virtual environment that sees the device's own
 # packages (its python3 is itself a virtual environment, whose packages a .pth file adds)
 # and installs only what they lack.
 TESTS_ENV=/tmp/softmax-lab-tests
