@@ -30,10 +30,10 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # packages (its python3 is itself a virtual environment, whose packages a .pth file adds)
 # and installs only what they lack.
 TESTS_ENV=/tmp/softmax-lab-tests
+site_of() { "$1" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"; }
 if [ -d .whl-tests ] && [ ! -x "$TESTS_ENV/bin/python3" ]; then
-  own_site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   python3 -m venv --without-pip --system-site-packages "$TESTS_ENV" \
-    && echo "$own_site" > "$("$TESTS_ENV/bin/python3" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/device.pth" \
+    && site_of python3 > "$(site_of "$TESTS_ENV/bin/python3")/device.pth" \
     && "$TESTS_ENV/bin/python3" -m pip install -q --no-index --find-links .whl-tests -r .whl-tests/requirements.txt \
     || { echo "on_device.sh: the test extra did not install from .whl-tests; the tests that need it skip"; rm -rf "$TESTS_ENV"; }
 fi

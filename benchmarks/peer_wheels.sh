@@ -26,6 +26,7 @@ cd "$(dirname "$0")/.."
 PART_BYTES=${PART_BYTES:-46000000}
 DEST=${DEST:-$PWD}
 # The device's Python and platform, and the versions results/ were recorded with
+DEVICE_PLATFORM=(--only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64)
 QUACK_WHEELS="quack-kernels==0.6.5 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1
   nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 apache-tvm-ffi torch-c-dlpack-ext
   cuda-bindings protobuf cuda-pathfinder"
@@ -35,16 +36,14 @@ if [ -z "${WHEELS:-}" ]; then
   WHEELS=$(mktemp -d)
   trap 'rm -rf "$WHEELS"' EXIT
   # shellcheck disable=SC2086
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-    --platform manylinux_2_28_x86_64 -d "$WHEELS" $QUACK_WHEELS
+  python3 -m pip download -q --no-deps "${DEVICE_PLATFORM[@]}" -d "$WHEELS" $QUACK_WHEELS
   python3 -m pip download -q --no-deps -d "$WHEELS" "$LIGER_WHEEL"
 fi
 
 rm -rf "$DEST/.whl-tests"; mkdir -p "$DEST/.whl-tests"
 python3 -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test'], sep='\n')" \
   > "$DEST/.whl-tests/requirements.txt"
-python3 -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
-  -d "$DEST/.whl-tests" -r "$DEST/.whl-tests/requirements.txt"
+python3 -m pip download -q "${DEVICE_PLATFORM[@]}" -d "$DEST/.whl-tests" -r "$DEST/.whl-tests/requirements.txt"
 
 one() {  # the one wheel in $WHEELS whose name starts with $1
   local found=("$WHEELS"/"$1"-*.whl)
