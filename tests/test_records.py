@@ -55,6 +55,17 @@ def test_schema_rejects_a_document_missing_its_statistics():
         synthetic.validate(doc)
 
 
+def test_the_schemas_resolve_their_refs_without_a_base_uri():
+    # A relative "$id" such as "softmax-lab-results/3" becomes the base against which
+    # jsonschema before 4.18 resolves "#/$defs/...", and it fails to fetch it (seen on a
+    # device with 4.17.3); without an "$id" the refs resolve within the document under
+    # every version.
+    for name in ("results_schema.json", "profile_schema.json", "context_schema.json"):
+        schema = records.schema(name)
+        assert "$id" not in schema, name
+        assert schema["properties"]["schema"]["const"].startswith("softmax-lab-"), name
+
+
 def test_save_is_atomic_and_leaves_no_temporary_file(tmp_path, monkeypatch):
     path = tmp_path / "bench.json"
     records.save({"a": 1}, path)
