@@ -251,9 +251,11 @@ class _FakeCupy(types.ModuleType):
 
 @pytest.fixture
 def numpy_gpu(monkeypatch):
-    """bench on NumPy arrays: a fake cupy, the reference H200, fake candidates
-    (every softmax a NumPy softmax, `broken` wrong after its third call)."""
+    """bench on NumPy arrays: a fake cupy, the reference H200, no torch on it (as on a
+    machine without a GPU, where such a machine has one), fake candidates (every
+    softmax a NumPy softmax, `broken` wrong after its third call)."""
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy())
+    monkeypatch.setattr(cat, "torch_status", lambda: (None, "torch sees no CUDA device (the fake GPU)"))
     monkeypatch.setattr(bench, "require_device", lambda: 0)
     monkeypatch.setattr(bench, "device_info", lambda *a: cat.reference_device())
     broken = set()
@@ -289,7 +291,7 @@ def test_a_whole_bench_run_without_a_gpu(numpy_gpu):
         assert by_name[name]["status"] == "ok", by_name[name]
     assert by_name["auto"]["traffic"]["model"].startswith("variant='auto' picks")
     assert by_name["host.auto"]["host"]["repeats"] == 20
-    assert by_name["torch.softmax"]["status"] == "skipped"  # no torch here, or torch without a GPU
+    assert by_name["torch.softmax"]["status"] == "skipped"  # the fake GPU has no torch
     assert doc["versions"]["runtime"] == "12.9" and doc["method"]["host_calls"] == 20
     assert records.failures(doc) == []
 
@@ -403,13 +405,15 @@ def test_tiny_bench_of_every_dtype_and_op_on_the_gpu(tmp_path):
     for run in doc["runs"]:
         by_name = {r["name"]: r for r in run["candidates"]}
         assert run["copy"] is not None, run["op"]
-        for r in run["candidates"]:
-            assert r["status"] in ("ok", "skipped") or r["name"].startswith("quack."), (run["op"], r["reason"])
+        ours = [r for r in run["candidates"] if r["kind"] != "library"]
+        for r in ours:  # a peer may fail its check (torch's bf16 softmax backward does on some draws)
+            assert r["status"] in ("ok", "skipped"), (run["dtype"], run["op"], r["name"], r["reason"])
         if cat.has_op(run["op"]):
             assert by_name["auto"]["status"] == "ok", (run["dtype"], run["op"], by_name["auto"]["reason"])
         if run["dtype"] != "float32":
-            assert all(r["check"]["ulp_error"] <= bench.ULP_TOLERANCE for r in run["candidates"] if r["stats"])
-    assert records.failures(doc) == []
+            assert all(r["check"]["ulp_error"] <= bench.ULP_TOLERANCE for r in ours if r["stats"])
+    peers = {r["name"] for run in doc["runs"] for r in run["candidates"] if r["kind"] == "library"}
+    assert all(line.split(": ")[0].split()[-1] in peers for line in records.failures(doc)), records.failures(doc)
 
 
 def test_the_backward_reference_is_the_formula():
