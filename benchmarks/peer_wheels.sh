@@ -10,7 +10,8 @@
 #                 dependencies, which quack-b installs only where the device lacks them
 #   .whl          Liger-Kernel (pure Python, on the device's torch and Triton)
 #   .whl-tests    the wheels of pyproject.toml's test extra and their dependencies
-#                 (downloaded in either mode), with requirements.txt naming the extra:
+#                 (DIR/tests where WHEELS=DIR has that folder, else downloaded),
+#                 with requirements.txt naming the extra:
 #                 benchmarks/on_device.sh installs what the device lacks, so that no GPU
 #                 test skips for want of nbclient or jsonschema
 #
@@ -18,7 +19,7 @@
 # stay under 64 MiB: a and b are balanced and their sizes printed beside the tree's.
 #
 #   bash benchmarks/peer_wheels.sh                 # download with pip, then lay out
-#   WHEELS=DIR bash benchmarks/peer_wheels.sh      # lay out the wheels already in DIR
+#   WHEELS=DIR bash benchmarks/peer_wheels.sh      # lay out the wheels already in DIR (and DIR/tests)
 #
 # PART_BYTES (default 46000000) is the size of the large wheel's first part.
 set -euo pipefail
@@ -39,11 +40,6 @@ if [ -z "${WHEELS:-}" ]; then
   python3 -m pip download -q --no-deps "${DEVICE_PLATFORM[@]}" -d "$WHEELS" $QUACK_WHEELS
   python3 -m pip download -q --no-deps -d "$WHEELS" "$LIGER_WHEEL"
 fi
-
-rm -rf "$DEST/.whl-tests"; mkdir -p "$DEST/.whl-tests"
-python3 -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test'], sep='\n')" \
-  > "$DEST/.whl-tests/requirements.txt"
-python3 -m pip download -q "${DEVICE_PLATFORM[@]}" -d "$DEST/.whl-tests" -r "$DEST/.whl-tests/requirements.txt"
 
 one() {  # the one wheel in $WHEELS whose name starts with $1
   local found=("$WHEELS"/"$1"-*.whl)
@@ -71,6 +67,16 @@ for name in cuda_bindings protobuf cuda_pathfinder; do
   cp "$(one "$name")" "$b/ifmissing/"
 done
 cp "$(one liger_kernel)" "$DEST/.whl/"
+
+# The test extra, after the peers' wheels have all been found
+rm -rf "$DEST/.whl-tests"; mkdir -p "$DEST/.whl-tests"
+python3 -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test'], sep='\n')" \
+  > "$DEST/.whl-tests/requirements.txt"
+if [ -d "$WHEELS/tests" ]; then
+  cp "$WHEELS"/tests/* "$DEST/.whl-tests/"
+else
+  python3 -m pip download -q "${DEVICE_PLATFORM[@]}" -d "$DEST/.whl-tests" -r "$DEST/.whl-tests/requirements.txt"
+fi
 
 tree=$(git ls-files -z 2>/dev/null | du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1 || echo 0)
 for dir in "$a" "$b" "$DEST/.whl" "$DEST/.whl-tests"; do

@@ -69,6 +69,8 @@ def test_peer_wheels_sh_lays_out_what_quack_b_and_liger_take(tmp_path):
              "cuda_bindings-13-x.whl", "protobuf-7-x.whl", "cuda_pathfinder-1-x.whl", "liger_kernel-0.8.5-x.whl"]
     for name in names:
         (wheels / name).write_bytes(name.encode())
+    (wheels / "tests").mkdir()  # the test extra's wheels, laid out rather than downloaded
+    (wheels / "tests" / "pytest-9-x.whl").write_bytes(b"pytest")
     large = bytes(range(256)) * 3 + b"tail"
     (wheels / "nvidia_cutlass_dsl_libs_cu13-4.8.1-x.whl").write_bytes(large)
     dest = tmp_path / "dest"
@@ -83,6 +85,8 @@ def test_peer_wheels_sh_lays_out_what_quack_b_and_liger_take(tmp_path):
     assert [p.name for p in b.glob("*.whl")] == [names[5]]
     assert sorted(p.name for p in (b / "ifmissing").iterdir()) == sorted(names[6:9])
     assert [p.name for p in (dest / ".whl").iterdir()] == [names[9]]
+    assert sorted(p.name for p in (dest / ".whl-tests").iterdir()) == ["pytest-9-x.whl", "requirements.txt"]
+    assert "pytest" in (dest / ".whl-tests" / "requirements.txt").read_text()
     # record.sh's quack-b joins the parts and checks them against cu13.sha256, by that file's name
     text = SCRIPT.read_text()
     assert "cu13.whl.part-aa cu13.whl.part-ab" in text and "sha256sum -c cu13.sha256" in text
