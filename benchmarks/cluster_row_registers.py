@@ -5,7 +5,6 @@ ptxas spills (none expected).  About 640 builds, 1.5 minutes on two cores:
 
     PYTHONPATH=. python benchmarks/cluster_row_registers.py
 """
-import re
 from multiprocessing import Pool
 
 from softmax_lab import loader
@@ -20,10 +19,8 @@ def build(job):
     blocks = CR.blocks_per_sm(threads, vpt, arrays, DTYPES[dtype], cluster)
     defines = kernel_defines(dtype, op) | {"CR_CLUSTER": cluster, "CR_THREADS": threads, "CR_VPT": vpt,
                                              "CR_BLOCKS_PER_SM": blocks}
-    _, log = loader.nvrtc_cubin("cluster_row.cu", "sm_90", defines, ("--ptxas-options=-v",))
-    registers = int(re.search(r"Used (\d+) registers", log).group(1))
-    spilled = int(re.search(r"(\d+) bytes spill stores", log).group(1))
-    return job + (blocks,), registers, spilled
+    (usage,) = loader.ptxas_usage("cluster_row.cu", "sm_90", defines).values()
+    return job + (blocks,), usage.registers, usage.spill_store_bytes
 
 
 def main():

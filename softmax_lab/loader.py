@@ -26,6 +26,7 @@ import re
 import tempfile
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import cupy
 
@@ -92,6 +93,40 @@ def nvrtc_cubin(filename: str, arch: str, defines: dict[str, int] | None = None,
         return nvrtc.getCUBIN(prog) + b"\0", nvrtc.getProgramLog(prog)
     finally:
         nvrtc.destroyProgram(prog)
+
+
+class PtxasUsage(NamedTuple):
+    """What ptxas reports for one entry function of a build."""
+
+    registers: int
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+
+
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '(\w+)'")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_REGISTERS = re.compile(r"Used (\d+) registers")
+
+
+def ptxas_usage(filename: str, arch: str, defines: dict[str, int] | None = None) -> dict[str, PtxasUsage]:
+    """{entry function: PtxasUsage} of a build of kernels/<filename>, from ptxas's report
+    (no GPU needed).  NVRTC 12.9 and newer may serve a build from their cache, and a
+    cached build comes without the report: --no-cache asks for a fresh one."""
+    from cupy.cuda import nvrtc
+
+    extra = ("--ptxas-options=-v",) + (("--no-cache",) if nvrtc.getVersion() >= (12, 9) else ())
+    _, log = nvrtc_cubin(filename, arch, defines, extra)
+    parts = _PTXAS_ENTRY.split(log)  # the text before, then each entry's name and its report in turn
+    entries, usage = parts[1::2], {}
+    for entry, report in zip(entries, parts[2::2]):
+        frame, registers = _PTXAS_FRAME.search(report), _PTXAS_REGISTERS.search(report)
+        if frame is not None and registers is not None:
+            usage[entry] = PtxasUsage(int(registers.group(1)), *map(int, frame.groups()))
+    if not entries or len(usage) != len(entries):
+        raise RuntimeError(f"NVRTC {nvrtc.getVersion()} gave no full ptxas report for {filename} with "
+                           f"{defines or {}} ({arch}); its log:\n{log}")
+    return usage
 
 
 def cache_dir() -> Path:

@@ -3,7 +3,6 @@
 scale with the element size, auto's rules by dtype, and a NumPy emulation of
 the realigned 16-byte stores of 8 packed halves."""
 
-import re
 import sys
 
 import numpy as np
@@ -65,12 +64,8 @@ def _builds():
 
 @pytest.mark.parametrize("defines, spill", list(_builds()))
 def test_every_plan_of_every_dtype_and_op_compiles_without_spills(defines, spill):
-    cubin, log = loader.nvrtc_cubin("single_read.cu", "sm_90", defines, ("--ptxas-options=-v",))
-    entries = re.findall(r"Compiling entry function '(\w+)'", log)
-    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    assert entries and len(spills) == len(entries), log
-    assert all(int(stores) <= spill and int(loads) <= spill for stores, loads in spills), log
-    assert all(int(s) <= spill for s in re.findall(r"(\d+) bytes stack frame", log)), log
+    usage = loader.ptxas_usage("single_read.cu", "sm_90", defines)
+    assert all(max(u.spill_store_bytes, u.spill_load_bytes, u.stack_bytes) <= spill for u in usage.values()), usage
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -229,15 +224,6 @@ def _wide_plans():
     return sorted((c for c in found if c and c.wide), key=lambda c: c.label())
 
 
-def _ptxas(defines, source="single_read.cu"):
-    """{entry: (registers, spill stores, spill loads, stack bytes)} of an sm_90 build."""
-    _, log = loader.nvrtc_cubin(source, "sm_90", defines, ("--ptxas-options=-v",))
-    found = re.findall(r"Compiling entry function '(\w+)'[^\n]*\n[^\n]*\n[^\n]*?(\d+) bytes stack frame, (\d+) bytes "
-                       r"spill stores, (\d+) bytes spill loads\n[^\n]*Used (\d+) registers", log)
-    assert found and len(found) == log.count("Compiling entry function"), log
-    return {e: (int(regs), int(stores), int(loads), int(stack)) for e, stack, stores, loads, regs in found}
-
-
 def test_the_wide_grid_has_plans_of_every_kind():
     plans = _wide_plans()
     assert len(plans) >= 15
@@ -248,18 +234,19 @@ def test_the_wide_grid_has_plans_of_every_kind():
 @pytest.mark.parametrize("dtype", HALVES)
 @pytest.mark.parametrize("config", _wide_plans(), ids=lambda c: c.label())
 def test_every_wide_plan_compiles_without_spills(config, dtype):
-    used = _ptxas(config.defines() | V.kernel_defines(dtype, "softmax"))
-    assert all(stores == loads == stack == 0 for _, stores, loads, stack in used.values()), used
+    used = loader.ptxas_usage("single_read.cu", "sm_90", config.defines() | V.kernel_defines(dtype, "softmax"))
+    assert all(u.spill_store_bytes == u.spill_load_bytes == u.stack_bytes == 0 for u in used.values()), used
     budget = RES.register_budget(config.threads, config.blocks_per_sm)
-    assert used["single_read"][0] <= budget
+    assert used["single_read"].registers <= budget
     assert SR._registers_needed(config.vpt, config.cluster, 2, 1, True) <= budget
 
 
 @pytest.mark.parametrize("dtype", HALVES)
 def test_the_wide_warp_kernel_fits_its_128_registers(dtype):
-    used = _ptxas({"SR_WARP_VPT": WR.WIDE_VPT, "SR_WIDE": 1} | V.kernel_defines(dtype, "softmax"))
-    regs, stores, loads, stack = used["single_read_warp"]
-    assert regs <= 128 and stores == loads == stack == 0
+    used = loader.ptxas_usage("single_read.cu", "sm_90",
+                              {"SR_WARP_VPT": WR.WIDE_VPT, "SR_WIDE": 1} | V.kernel_defines(dtype, "softmax"))
+    u = used["single_read_warp"]
+    assert u.registers <= 128 and u.spill_store_bytes == u.spill_load_bytes == u.stack_bytes == 0
 
 
 def _entry_ptx(defines, entry="single_read"):
