@@ -251,9 +251,9 @@ class _FakeCupy(types.ModuleType):
 
 @pytest.fixture
 def numpy_gpu(monkeypatch):
-    """bench on NumPy arrays: a fake cupy, the reference H200, no torch on it (as on a
-    machine without a GPU, where such a machine has one), fake candidates (every
-    softmax a NumPy softmax, `broken` wrong after its third call)."""
+    """bench on NumPy arrays: a fake cupy, the reference H200, torch reported absent (so
+    that a machine with a GPU and torch runs these tests as one without), fake candidates
+    (every softmax a NumPy softmax, `broken` wrong after its third call)."""
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy())
     monkeypatch.setattr(cat, "torch_status", lambda: (None, "torch sees no CUDA device (the fake GPU)"))
     monkeypatch.setattr(bench, "require_device", lambda: 0)

@@ -23,6 +23,7 @@ import synthetic
 import test_context
 import test_plots
 
+import softmax_lab
 from softmax_lab.lab import records
 
 nbformat = pytest.importorskip("nbformat")
