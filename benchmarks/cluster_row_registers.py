@@ -1,7 +1,7 @@
 """cluster_row's register model, checked without a GPU: every block shape and vector count
 (BLOCK_SHAPES in softmax_lab/variants/cluster_row.py), for clusters of 1 and 16 blocks and every
 dtype and op, compiled with NVRTC for sm_90 at the blocks per SM the model gives (blocks_per_sm); prints the builds where
-ptxas spills (none expected).  About 640 builds, 1.5 minutes on two cores:
+ptxas spills (notes/TUNING.md#register-model says which do).  About 640 builds, 1.5 minutes on two cores:
 
     PYTHONPATH=. python benchmarks/cluster_row_registers.py
 """
