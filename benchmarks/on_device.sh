@@ -7,6 +7,9 @@
 #   OUT=$OUT bash benchmarks/on_device.sh tests-par
 #   OUT=$OUT bash benchmarks/on_device.sh tests-huge
 #   OUT=$OUT bash benchmarks/on_device.sh tests-sanitizer
+# and a fourth for the tests that need no GPU, run where one is (torch on CUDA, a driver,
+# the device's NVRTC and no network: what CI on a CPU machine does not see):
+#   OUT=$OUT bash benchmarks/on_device.sh tests-cpu
 # Several stages in one call run in turn:  bash benchmarks/on_device.sh "stress memcheck-stress"
 #
 # tests-par: the suite but for the above-2^31-element and compute-sanitizer tests, in
@@ -17,6 +20,7 @@
 #   H200's 139 GB and skip on an 80 GB H100.
 # tests-sanitizer: the compute-sanitizer tests in SANITIZER_WORKERS workers (default 8);
 #   with 200 s they were cut at 22 of 25 on an H100 (2026-12-06), hence a call of their own.
+# tests-cpu: the tests not marked gpu, in WORKERS workers (148 s at 16 on an H100, 2026-12-07).
 # Neither of the last two beside tests-par: on an 80 GB H100 the suite's workers and the
 # sanitizers' processes then ran out of memory (2026-12-06).
 # stress: benchmarks/stress.py (threads x streams x random shapes, layouts and variants)
@@ -40,22 +44,23 @@ fi
 [ -x "$TESTS_ENV/bin/python3" ] && export PATH=$TESTS_ENV/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 
-# gpu_tests NAME SECONDS PYTEST-ARGS...: the GPU tests chosen by the arguments, log in $OUT/NAME.log.
-gpu_tests() {
-  local name=$1 seconds=$2; shift 2
-  timeout "$seconds" python3 -m pytest -q -rs --durations=10 -m gpu -p no:cacheprovider "$@" 2>&1 \
+# suite NAME SECONDS MARKS PYTEST-ARGS...: the tests of those marks chosen by the arguments, log in $OUT/NAME.log.
+suite() {
+  local name=$1 seconds=$2 marks=$3; shift 3
+  timeout "$seconds" python3 -m pytest -q -rs --durations=10 -m "$marks" -p no:cacheprovider "$@" 2>&1 \
     | tee "$OUT/$name.log" | tail -30
 }
 
 for stage in $1; do
   echo "=== $stage $(date -u +%FT%TZ)"
   case $stage in
-    tests-par) gpu_tests tests-par "${PAR_LIMIT:-560}" -n "${WORKERS:-12}" tests -k "not above_2_to and not sanitizer" ;;
-    tests-huge) gpu_tests tests-huge 560 tests -k "above_2_to" ;;
-    tests-sanitizer) gpu_tests tests-sanitizer 560 -n "${SANITIZER_WORKERS:-8}" tests -k "sanitizer" ;;
+    tests-par) suite tests-par "${PAR_LIMIT:-560}" gpu -n "${WORKERS:-12}" tests -k "not above_2_to and not sanitizer" ;;
+    tests-huge) suite tests-huge 560 gpu tests -k "above_2_to" ;;
+    tests-sanitizer) suite tests-sanitizer 560 gpu -n "${SANITIZER_WORKERS:-8}" tests -k "sanitizer" ;;
+    tests-cpu) suite tests-cpu 560 "not gpu" -n "${WORKERS:-12}" tests ;;
     stress) timeout $(( ${STRESS_SECONDS:-150} + 60 )) python3 benchmarks/stress.py --seconds "${STRESS_SECONDS:-150}" --threads 8 --json "$OUT/stress.json" 2>&1 | tail -8 ;;
     memcheck-stress) timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 python3 benchmarks/stress.py --cases 15 --threads 2 --seed 20261130 --max-elements 2000000 --json "$OUT/stress-memcheck.json" > "$OUT/stress-memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|cases" "$OUT/stress-memcheck.log" | tail -3 ;;
     tune) timeout 300 python3 benchmarks/tune.py --out "$OUT" 2>&1 | tee "$OUT/tune.log" | grep -v "^$" ;;
-    *) echo "unknown stage $stage (tests-par tests-huge tests-sanitizer stress memcheck-stress tune)"; exit 2 ;;
+    *) echo "unknown stage $stage (tests-par tests-huge tests-sanitizer tests-cpu stress memcheck-stress tune)"; exit 2 ;;
   esac
 done
