@@ -22,6 +22,7 @@ from softmax_lab.variants import multi_block as MB
 from softmax_lab.variants import multi_block_smem as MBS
 from softmax_lab.variants import single_read as SR
 from softmax_lab.variants import warp_rows as WR
+from softmax_lab.variants.resources import VECTOR_BYTES
 
 
 def _derived_configs():
@@ -38,23 +39,42 @@ def _derived_configs():
 
 
 def _cluster_row_plans():
-    """cluster_row's plans over a grid of row lengths, row counts, element sizes and
-    directions, with the dtype and op builds that auto launches them for."""
-    found = {}  # one cluster size per block shape: the registers do not depend on it
+    """cluster_row's plans, each (cluster, block shape, vectors, blocks per SM) that its rule
+    gives, for the dtype and op builds that auto launches them for: the longest row of every
+    cluster size and vector count of every block shape in BLOCK_SHAPES, at 1, 64 and 4096
+    rows."""
+    found = {}  # each cluster size apart: float32 log_softmax_backward 256 x 12 x 2 spills in clusters of 2 and 4 only
     for dev in (H200, SMALL_HOPPER):
-        for cols in (4097, 7000, 8191, 13000, 20000, 32000, 50257, 65536, 100003, 128256, 151936, 196609, 262147,
-                     300003, 393216, 400000):
-            for rows in (1, 32, 132, 4096):
-                for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax"),
-                                  ("bfloat16", "log_softmax"),
-                                  ("float32", "softmax_backward"), ("float32", "log_softmax_backward"),
-                                  ("bfloat16", "log_softmax_backward")):
-                    arrays = 2 if op in BACKWARD_OPS else 1
-                    plan = CR.cluster_row_plan(cols, dev, rows, DTYPES[dtype], arrays)
-                    if plan is not None:
-                        found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, op), plan)
-    return sorted(((plan, dtype, op) for (_, _, _, dtype, op), plan in found.items()),
+        for dtype, op in (("float32", "softmax"), ("bfloat16", "softmax"), ("float16", "log_softmax"),
+                          ("bfloat16", "log_softmax"), ("float32", "softmax_backward"),
+                          ("float32", "log_softmax_backward"), ("bfloat16", "log_softmax_backward")):
+            arrays, itemsize = (2 if op in BACKWARD_OPS else 1), DTYPES[dtype]
+            for threads, most_vpt in CR.BLOCK_SHAPES[arrays, itemsize]:
+                for vpt in range(1, most_vpt + 1):
+                    for cluster in (1, 2, 4, 8, 16):
+                        for rows in (1, 64, 4096):
+                            cols = cluster * threads * vpt * VECTOR_BYTES // itemsize
+                            plan = CR.cluster_row_plan(cols, dev, rows, itemsize, arrays)
+                            if plan is not None:
+                                key = (plan.cluster, plan.threads, plan.vpt, plan.blocks_per_sm, dtype, op)
+                                found.setdefault(key, plan)
+    return sorted(((plan, dtype, op) for (*_, dtype, op), plan in found.items()),
                   key=lambda p: (p[0].label(), p[1], p[2]))
+
+
+# Builds of cluster_row's rule that spill (ptxas, NVRTC 12.9 and 13.0, 2026-12-07): the register
+# model's blocks per SM leave them a few registers short (notes/TUNING.md#register-model).  Not yet
+# timed against a block per SM fewer; each at most this many bytes, and no other build spills.
+CLUSTER_ROW_KNOWN_SPILLS = {  # (cluster, threads, vpt, blocks per SM, dtype, op): bytes
+    (1, 256, 12, 3, "float32", "softmax"): 24,
+    (16, 256, 14, 3, "float32", "softmax"): 24,
+    (2, 256, 12, 2, "float32", "log_softmax_backward"): 128,
+    (4, 256, 12, 2, "float32", "log_softmax_backward"): 128,
+    (16, 256, 20, 2, "bfloat16", "softmax"): 8,
+    (16, 256, 21, 2, "bfloat16", "softmax"): 16,
+    (16, 256, 23, 2, "bfloat16", "softmax"): 16,
+    (16, 256, 24, 2, "bfloat16", "softmax"): 8,
+}
 
 
 # cross_entropy_held's gradient on the longest rows keeps two blocks per SM and spills a few
@@ -153,8 +173,14 @@ def _builds():
         yield pytest.param("cross_entropy_held.cu", "sm_90", defines,
                            id=f"cross_entropy_held-{plan.label()}-{dtype}{'-grad' * grad}{'-reduce' * reduce}")
     for plan, dtype, op in _cluster_row_plans():
-        yield pytest.param("cluster_row.cu", "sm_90", plan.defines() | kernel_defines(dtype, op),
-                           id=f"cluster_row-{plan.label()}-{dtype}-{op}")
+        defines = plan.defines() | kernel_defines(dtype, op)
+        known = CLUSTER_ROW_KNOWN_SPILLS.get((plan.cluster, plan.threads, plan.vpt, plan.blocks_per_sm, dtype, op))
+        if known:
+            _SPILL_LIMITS[tuple(sorted(defines.items()))] = known
+        yield pytest.param("cluster_row.cu", "sm_90", defines, id=f"cluster_row-{plan.label()}-{dtype}-{op}")
+
+
+_SPILL_LIMITS = {}  # a build's sorted defines -> the bytes it may spill, where it may (filled by _builds)
 
 
 @pytest.mark.parametrize("source, arch, defines", list(_builds()))
@@ -163,7 +189,14 @@ def test_compiles_without_spills(source, arch, defines):
         pytest.skip(f"{source} not present")
     usage = loader.ptxas_usage(source, arch, defines)
     limit = HELD_GRADIENT_SPILL if source == "cross_entropy_held.cu" and (defines or {}).get("XENT_GRAD") else 0
+    limit = _SPILL_LIMITS.get(tuple(sorted((defines or {}).items())), limit)
     assert all(max(u.spill_store_bytes, u.spill_load_bytes, u.stack_bytes) <= limit for u in usage.values()), usage
+
+
+def test_the_known_cluster_row_spills_are_plans_of_its_rule():
+    plans = {(p.cluster, p.threads, p.vpt, p.blocks_per_sm, dtype, op) for p, dtype, op in _cluster_row_plans()}
+    assert set(CLUSTER_ROW_KNOWN_SPILLS) <= plans
+    assert len(_SPILL_LIMITS) == len(CLUSTER_ROW_KNOWN_SPILLS)
 
 
 def test_ptxas_usage_reports_every_entry_of_a_fresh_build(monkeypatch):
