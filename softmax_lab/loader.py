@@ -103,6 +103,11 @@ class PtxasUsage(NamedTuple):
     spill_store_bytes: int
     spill_load_bytes: int
 
+    @property
+    def spilled_bytes(self) -> int:
+        """The most of the stack frame, spill stores and spill loads: 0 for a build that spills nothing."""
+        return max(self.stack_bytes, self.spill_store_bytes, self.spill_load_bytes)
+
 
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '(\w+)'")
 _PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
