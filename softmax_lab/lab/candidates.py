@@ -473,11 +473,11 @@ def prepare_host(c: Candidate, dev: DeviceInfo, torch=None):
     """call() of a host candidate on a fresh HOST_SHAPE input (returns nothing to check)."""
     import cupy
 
+    from ..api import softmax
+
     x = cupy.random.default_rng(0).standard_normal(HOST_SHAPE, dtype=cupy.float32)
     y = cupy.empty_like(x)
     if c.name == "host.auto":
-        from ..api import softmax
-
         return lambda: softmax(x, out=y)
     if c.name == "host.copy":
         return lambda: cupy.copyto(y, x)
@@ -485,8 +485,6 @@ def prepare_host(c: Candidate, dev: DeviceInfo, torch=None):
         xt = torch.as_tensor(x, device=f"cuda:{dev.id}")
         return lambda: torch.softmax(xt, -1)
     if c.name == "host.torch.softmax_lab":
-        from ..api import softmax
-
         xt = torch.as_tensor(x, device=f"cuda:{dev.id}")
         return lambda: softmax(xt)
     raise ValueError(f"no host candidate {c.name!r}")
