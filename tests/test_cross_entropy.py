@@ -152,7 +152,7 @@ def test_the_layout_and_its_passes_follow_the_row_length_and_device(itemsize):
                                         (4, 1 << 21, H200, False, (1, 0)), (4, 50257, A100, False, (1, 0))]:
         shape = Shape(rows, cols, cols, cols, itemsize=itemsize, dtype=dtype)
         assert layouts.passes(shape, dev, grad) == want
-        plan = layouts.held_plan(shape, dev, grad)
+        plan = layouts.held_plan(shape, dev)
         assert (plan is not None) == (cols <= longest and dev is H200)
         if plan is not None:
             assert plan.capacity_vecs * 16 >= cols * itemsize
@@ -504,7 +504,7 @@ def test_few_rows_reduce_in_the_launch_on_many_streams(grad):
 
     vocab = 13001
     dev = device_info(cp.cuda.runtime.getDevice())
-    plan = layouts.held_plan(Shape(1, vocab, vocab, vocab, itemsize=4, dtype="float32"), dev, grad)
+    plan = layouts.held_plan(Shape(1, vocab, vocab, vocab, itemsize=4, dtype="float32"), dev)
     if plan is None:
         pytest.skip(f"this device holds no row of {vocab} float32 in a cluster")
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(3)]

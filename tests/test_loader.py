@@ -77,8 +77,8 @@ CLUSTER_ROW_KNOWN_SPILLS = {  # (cluster, threads, vpt, blocks per SM, dtype, op
 }
 
 
-# cross_entropy_held's gradient on the longest rows keeps two blocks per SM and spills a few
-# words, by its plan (variants/cross_entropy.py, GRADIENT_REGISTERS): at most this many bytes.
+# cross_entropy_held's gradient takes the loss's blocks per SM (variants/cross_entropy.py), where
+# some of its builds spill a few words: at most this many bytes.
 HELD_GRADIENT_SPILL = 128
 
 
@@ -93,7 +93,7 @@ def _cross_entropy_held_plans():
                 for dtype in ("float32", "bfloat16"):
                     for grad in (False, True):
                         shape = Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype)
-                        plan = XENT.held_plan(shape, dev, grad)
+                        plan = XENT.held_plan(shape, dev)
                         if plan is None:
                             continue
                         for reduce in {False, rows <= plan.threads}:

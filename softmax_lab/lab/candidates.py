@@ -265,7 +265,7 @@ def _loss_auto(c: Candidate, rows: int, cols: int, dev: DeviceInfo, dtype: str, 
     """The loss's auto with the passes of the layout it runs for the shape."""
     grad = op == "cross_entropy_grad"
     shape = Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype)
-    held = cross_entropy_variant.held_plan(shape, dev, grad) is not None
+    held = cross_entropy_variant.held_plan(shape, dev) is not None
     how = ("the row held on chip across a cluster (kernels/cross_entropy_held.cu): "
            + ("the loss from one read, the gradient written from the registers" if grad else "the loss from one read")
            if held else c.model)

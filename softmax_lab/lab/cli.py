@@ -523,7 +523,7 @@ def _info(args) -> int:
     # The kernels besides the variants': the read floor, and the cross-entropy's two layouts
     # (the held one for a language model's rows, with its gradient, on Hopper)
     builds += [("read.cu", arch, {}), ("cross_entropy.cu", arch, {})]
-    held = cross_entropy_layouts.held_plan(Shape(4096, 128256, 128256, 128256), dev or cat.reference_device(), True)
+    held = cross_entropy_layouts.held_plan(Shape(4096, 128256, 128256, 128256), dev or cat.reference_device())
     if held is not None:
         builds.append(("cross_entropy_held.cu", "sm_90", held.defines() | {"SOFTMAX_LOG": 1, "XENT_GRAD": 1}))
     # Through the loader's on-disk cache, keyed by the source text, options and NVRTC

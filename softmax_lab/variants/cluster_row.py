@@ -87,10 +87,9 @@ class RowClusterPlan(HeldRowPlan):
         return f"{self.cluster}x{self.threads}x{self.vpt}x{self.blocks_per_sm}" + ("s" if self.stream_loads else "")
 
 
-def blocks_per_sm(threads: int, vpt: int, arrays: int, itemsize: int, cluster: int, extra: int = 0) -> int:
-    """Blocks per SM of the register model; `extra`: registers a kernel on this layout
-    (cross_entropy_held.cu) needs beyond cluster_row's."""
-    registers = REGISTERS_PER_VECTOR[arrays, itemsize] * vpt + OTHER_REGISTERS[arrays, itemsize] + extra
+def blocks_per_sm(threads: int, vpt: int, arrays: int, itemsize: int, cluster: int) -> int:
+    """Blocks per SM of the register model."""
+    registers = REGISTERS_PER_VECTOR[arrays, itemsize] * vpt + OTHER_REGISTERS[arrays, itemsize]
     registers = max(MIN_REGISTERS[arrays], registers + (ONE_BLOCK_REGISTERS if cluster == 1 else 0))
     registers = -(-registers // 8) * 8
     return max(1, min(MAX_BLOCKS_PER_SM, REGISTERS_PER_SM // (threads * registers)))

@@ -4,9 +4,10 @@ read of the logits, and with it the gradient.
 Two layouts, by row length and device:
   held:    where cluster_row holds the row (sm_90, up to 16 blocks of its block shapes), each
            row in registers across a cluster: the loss from one read, and the gradient
-           written from the registers (1 read + 1 write).  cluster_row_plan's plan, with
-           fewer blocks per SM where the gradient's build needs the registers
-           (GRADIENT_REGISTERS; tests/test_loader.py compiles the plans of a grid).  With
+           written from the registers (1 read + 1 write).  cluster_row_plan's plan, the
+           gradient's build at the loss's blocks per SM: where it spills a few words there,
+           that costs less than a block per SM fewer (notes/TUNING.md#cross-entropy;
+           tests/test_loader.py compiles the plans of a grid and bounds the spills).  With
            few rows (no more than a block's threads) a mean's or sum's count and total
            are made in the same launch (XENT_REDUCE), so that such a call is one launch;
   chunked: elsewhere, rows split into chunks (row_stats_plan's, short enough to fill the
@@ -16,7 +17,6 @@ Two layouts, by row length and device:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,17 +30,12 @@ from ..device import DeviceInfo
 from ..problem import Shape, kernel_defines
 from ..scratch import TICKET_ROWS, CallMemory, ticket
 from .base import DEVICE_REFUSALS, PreparedLaunch, cluster_kernel, float_bits, ptr, resident_groups
-from .cluster_row import RowClusterPlan, blocks_per_sm, cluster_row_plan
+from .cluster_row import RowClusterPlan, cluster_row_plan
 from .multi_block import chunk_grids, row_stats_plan
 from .resources import MAX_GRID_X
 
 ONE_BLOCK = 1024  # threads of the one-block kernels (the count and the total)
 ROW_THREADS = 256  # threads of cross_entropy_rows' block per row
-# Registers the held gradient's build needs beyond cluster_row's model (the loss alone needs
-# none).  With them the longest rows (16 x 256 x 19 or more vectors, two blocks per SM) spill
-# a few words, which cost less than one block per SM would: 1.02 against 1.28 x copy at
-# 4096 x 393216 float32 on an H100 (notes/TUNING.md#cross-entropy).
-GRADIENT_REGISTERS = 8
 
 
 @dataclass(frozen=True)
@@ -73,21 +68,17 @@ class LossBuffers(NamedTuple):  # a tuple: made on every call, where a frozen da
 LossLauncher = Callable[[LossBuffers, LossOptions, cupy.cuda.Stream], None]
 
 
-def held_plan(shape: Shape, dev: DeviceInfo, grad: bool) -> RowClusterPlan | None:
-    """The held layout's plan for rows of `shape` on `dev` (with the gradient or not), or None
-    where no cluster holds the row."""
-    plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, 1)
-    if plan is None or not grad:
-        return plan
-    per_sm = blocks_per_sm(plan.threads, plan.vpt, 1, shape.itemsize, plan.cluster, GRADIENT_REGISTERS)
-    return dataclasses.replace(plan, blocks_per_sm=min(plan.blocks_per_sm, per_sm))
+def held_plan(shape: Shape, dev: DeviceInfo) -> RowClusterPlan | None:
+    """The held layout's plan for rows of `shape` on `dev` (the loss's, with its gradient or
+    not), or None where no cluster holds the row."""
+    return cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, 1)
 
 
 def passes(shape: Shape, dev: DeviceInfo, grad: bool) -> tuple[int, int]:
     """(reads, writes) of the logits' size that a call makes: the traffic model."""
     if not grad:
         return 1, 0
-    return (1, 1) if held_plan(shape, dev, True) else (2, 1)
+    return (1, 1) if held_plan(shape, dev) else (2, 1)
 
 
 def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> LossLauncher:
@@ -104,7 +95,7 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
     def held(grad: bool, reduce: bool) -> PreparedLaunch | None:
         """The held layout's launch (with the count and the total where `reduce` and the rows
         are few), or None where the device cannot run it."""
-        plan = held_plan(shape, dev, grad)
+        plan = held_plan(shape, dev)
         if plan is None or (reduce and shape.rows > min(plan.threads, TICKET_ROWS)):
             return None
         try:
