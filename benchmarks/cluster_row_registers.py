@@ -20,7 +20,7 @@ def build(job):
     defines = kernel_defines(dtype, op) | {"CR_CLUSTER": cluster, "CR_THREADS": threads, "CR_VPT": vpt,
                                              "CR_BLOCKS_PER_SM": blocks}
     (usage,) = loader.ptxas_usage("cluster_row.cu", "sm_90", defines).values()
-    return job + (blocks,), usage.registers, usage.spill_store_bytes
+    return job + (blocks,), usage.registers, usage.spilled_bytes
 
 
 def main():
