@@ -122,12 +122,12 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     raw_t raw[CR_VPT];
 #if SOFTMAX_BACKWARD
     const GradRow<elem_t> g = grad_row(r, dy + row * ld_dy);
-    decltype(widen_raw(raw[0])) grad[CR_VPT];
+    raw_t grad[CR_VPT];  // dy as loaded (halves packed), widened where used
     load_held<CR_LOAD, CR_THREADS>(raw, in, first, mine, raw_t{});
     load_held_grads<CR_THREADS, CR_GRAD_LOAD>(grad, r, g, first, mine);
     float acc = 0.f;
 #pragma unroll
-    for (int j = 0; j < CR_VPT; ++j) acc += vec_dot(widen_raw(raw[j]), grad[j]);
+    for (int j = 0; j < CR_VPT; ++j) acc += vec_dot(widen_raw(raw[j]), widen_raw(grad[j]));
     if (rank == 0)
         for (i64 k = threadIdx.x; k < scalar_count(r); k += CR_THREADS) {
             const i64 i = scalar_index(r, k);
@@ -180,8 +180,10 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
     const float dot = total;
 #pragma unroll
     for (int j = 0; j < CR_VPT; ++j) {
+        keep_packed(raw[j]);  // halves: y and dy held packed over the exchange, widened again here
+        keep_packed(grad[j]);
         const i64 v = slice_vec(v0, j);
-        store_chunk_vec<CR_STORE>(r, v, vec_grad(widen_raw(raw[j]), grad[j], dot), v < v1);
+        store_chunk_vec<CR_STORE>(r, v, vec_grad(widen_raw(raw[j]), widen_raw(grad[j]), dot), v < v1);
     }
     grad_span(r, g, 0, 0, rank == 0, dot);  // the scalar head and tail
 #else

@@ -394,9 +394,19 @@ __device__ __forceinline__ MaxSum online_span(const RowSpanOf<T>& r, i64 v0, i64
 typedef float4 raw_t;
 __device__ __forceinline__ float4 widen_raw(float4 v) { return v; }
 __device__ __forceinline__ float4 raw_neg_inf() { return neg_inf4(); }
+__device__ __forceinline__ void keep_packed(float4&) {}
 #else
 typedef uint4 raw_t;
 __device__ __forceinline__ Floats8 widen_raw(uint4 v) { return widen8<elem_t>(v); }
+// Packed halves widened before a wait and again after it: an identity permute of each word,
+// which ptxas keeps, between the two, so that it widens again rather than hold the first
+// widening's floats across the wait (8 registers a vector where the packed halves take 4;
+// an empty asm, as single_read's opaque, let ptxas merge the two widenings here).
+__device__ __forceinline__ void keep_packed(uint4& v) {
+    asm volatile("prmt.b32 %0, %0, 0, 0x3210;\n\tprmt.b32 %1, %1, 0, 0x3210;\n\t"
+                 "prmt.b32 %2, %2, 0, 0x3210;\n\tprmt.b32 %3, %3, 0, 0x3210;"
+                 : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
+}
 #define NEG_INF_PAIR (SOFTMAX_DTYPE == 1 ? 0xfc00fc00u : 0xff80ff80u)  // two halves of -inf
 __device__ __forceinline__ uint4 raw_neg_inf() { return make_uint4(NEG_INF_PAIR, NEG_INF_PAIR, NEG_INF_PAIR, NEG_INF_PAIR); }
 
@@ -618,11 +628,31 @@ __device__ __forceinline__ Floats8 load_grad_vec(const RowSpanOf<H>& r, GradRow<
     return f;
 }
 
-// load_held for dy: grad[j] = dy's body vector first + j * STRIDE for j < count, zero beyond;
-// POLICY: the aligned loads' L2 policy (cluster_row picks its own).
+// dy's vector v as it lies in memory (raw_t), where dy's body is off 16 bytes: element by element.
+__device__ __forceinline__ float4 load_grad_raw(const RowSpan& r, GradRow<float> g, i64 v) {
+    return load_grad_vec(r, g, v);
+}
+
+template <typename H>
+__device__ __forceinline__ uint4 load_grad_raw(const RowSpanOf<H>& r, GradRow<H> g, i64 v) {
+    const unsigned short* p = reinterpret_cast<const unsigned short*>(g.g + r.head + 8 * v);
+    const auto pair = [p](int c) { return (unsigned)__ldg(p + 2 * c) | (unsigned)__ldg(p + 2 * c + 1) << 16; };
+    return make_uint4(pair(0), pair(1), pair(2), pair(3));
+}
+
+template <typename A, typename B>
+struct SameType { static constexpr bool value = false; };
+template <typename A>
+struct SameType<A, A> { static constexpr bool value = true; };
+
+// load_held for dy: grad[j] = dy's body vector first + j * STRIDE for j < count, zero beyond,
+// held as G: raw_t (as loaded, widened where used: half the registers of the halves'
+// widened vectors) or widen_raw's type; POLICY: the aligned loads' L2 policy (cluster_row
+// picks its own).
 template <int STRIDE, int POLICY = LOAD_PLAIN, int V, typename T, typename G>
 __device__ __forceinline__ void load_held_grads(G (&grad)[V], const RowSpanOf<T>& r, GradRow<T> g, i64 first,
                                                 int count) {
+    constexpr bool AS_LOADED = SameType<G, raw_t>::value;
     const GradRow<T> run = {g.g + RowSpanOf<T>::VEC * first, g.g_shift};
     if (g.g_shift == 0) {  // dy's body on 16 bytes, as y's: predicated vector loads (load_held)
         const raw_t* p = reinterpret_cast<const raw_t*>(run.g + r.head);
@@ -631,11 +661,19 @@ __device__ __forceinline__ void load_held_grads(G (&grad)[V], const RowSpanOf<T>
         for (int j = 0; j < V; ++j) {
             raw_t v{};
             load_vec_if<POLICY>(v, p + (i64)j * STRIDE, j < count, policy);
-            grad[j] = widen_raw(v);
+            if constexpr (AS_LOADED)
+                grad[j] = v;
+            else
+                grad[j] = widen_raw(v);
         }
     } else {
 #pragma unroll
-        for (int j = 0; j < V; ++j) grad[j] = j < count ? load_grad_vec(r, run, (i64)j * STRIDE) : G{};
+        for (int j = 0; j < V; ++j) {
+            if constexpr (AS_LOADED)
+                grad[j] = j < count ? load_grad_raw(r, run, (i64)j * STRIDE) : G{};
+            else
+                grad[j] = j < count ? load_grad_vec(r, run, (i64)j * STRIDE) : G{};
+        }
     }
 }
 

@@ -6,7 +6,7 @@ The plan, for `rows` rows of `vecs` 16-byte vectors (of each array; notes/TUNING
   1. block shape: the first of BLOCK_SHAPES (threads, most vectors per thread) whose
      cluster of 16 holds the row: 256 threads of at most 13 vectors (three or more blocks
      per SM) first; then 256 of at most 24 (two blocks per SM fill the register file);
-     then 512 (the backward: 256 of at most 12, then 512 of 12);
+     then 512 (the backward: 256 of at most 12 vectors of floats or 8 of halves, then 512 of as many);
   2. cluster: the smallest power of two whose slice ceil(vecs / c) fits a block; while the
      clusters are fewer than the SMs (rows x c < SMs), doubled, as long as each thread keeps
      a vector, so that every SM works;
@@ -47,13 +47,13 @@ BLOCK_SHAPES = {  # (arrays, element size) -> (threads, most vectors per thread)
     (1, 4): ((256, 13), (256, 24), (512, 13)),
     (1, 2): ((256, 13), (256, 24), (512, 13)),
     (2, 4): ((256, 12), (512, 12)),
-    (2, 2): ((256, 6), (512, 6)),
+    (2, 2): ((256, 8), (512, 8)),
 }
 # The register model (ptxas, NVRTC 12.9, sm_90: the most registers a plan used without spills):
-# per vector (halves' dy held widened) and besides the vectors; at least MIN_REGISTERS (by
+# per vector (of y and dy together in the backward, halves held packed) and besides the vectors; at least MIN_REGISTERS (by
 # arrays); ONE_BLOCK_REGISTERS more for a cluster of one block.  benchmarks/cluster_row_registers.py
 # compiles every block shape and vector count at the model's blocks per SM.
-REGISTERS_PER_VECTOR = {(1, 4): 4, (1, 2): 4, (2, 4): 8, (2, 2): 12}
+REGISTERS_PER_VECTOR = {(1, 4): 4, (1, 2): 4, (2, 4): 8, (2, 2): 8}
 OTHER_REGISTERS = {(1, 4): 24, (1, 2): 32, (2, 4): 32, (2, 2): 40}
 MIN_REGISTERS = {1: 32, 2: 48}
 ONE_BLOCK_REGISTERS = 8
