@@ -14,7 +14,7 @@ import softmax_lab
 from softmax_lab.lab import bench, records, report
 from softmax_lab.lab import candidates as cat
 from softmax_lab.problem import ALL_OPS
-from softmax_lab.reference import softmax_reference
+from softmax_lab.reference import backward_scale, softmax_reference
 
 SOFTMAX = cat.Candidate("fake", "variant", 1, 1, "a fake candidate")
 
@@ -363,6 +363,38 @@ def test_halves_are_checked_in_ulp_and_log_softmax_by_the_sum_of_its_exp():
         assert not got["passed"] and got["ulp_error"] > bench.ULP_TOLERANCE
     fp32 = bench.check_output(ref64.astype(np.float32), x, idx, ref64[idx], False, "float32", "log_softmax")
     assert fp32["passed"] and "ulp_error" not in fp32
+
+
+def _bfloat16(a) -> np.ndarray:
+    """a rounded to bfloat16 (to nearest, ties to even), held as float32."""
+    bits = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def test_the_halves_backward_is_checked_beyond_float32_s_part_of_its_error():
+    """dx = y (dy - sum) cancels where dy is near the row's sum: float32's error of the sum, a
+    few 2^-24 of the size of the terms, is then many ulp of the small dx, for any
+    implementation (the decode record of 2026-12-07, bf16 64 x 128256 softmax backward:
+    12 ulp for softmax-lab, 35 for quack).  Rows here cancel exactly at dx_0 = 0: float32's
+    part passes, an error of 2^-8 of the terms' size fails."""
+    rng = np.random.default_rng(5)
+    b, c = rng.integers(-96, 96, (2, 40)) / 64
+    y = np.tile(np.float32([0.5, 0.25, 0.25]), (40, 1))
+    dy = np.stack([(b + c) / 2, b, c], axis=1).astype(np.float32)  # dy_0 = the sum: bfloat16 values
+    assert np.array_equal(_bfloat16(dy), dy)
+    y64, dy64 = y.astype(np.float64), dy.astype(np.float64)
+    ref = y64 * (dy64 - (y64 * dy64).sum(-1, keepdims=True))
+    assert not ref[:, 0].any()
+    idx = bench.check_rows(40)
+    scale = backward_scale(dy64, y64, "softmax_backward")
+    good = _bfloat16(ref + 2 * 2.0**-24 * scale)  # what float32's sum may leave
+    assert bench.op_error(good[idx], ref[idx], "bfloat16", "softmax_backward") > bench.ULP_TOLERANCE  # as measured before
+    got = bench.check_output(good, y, idx, ref[idx], False, "bfloat16", "softmax_backward", dy)
+    assert got["passed"] and got["ulp_error"] <= 0.5, got
+    bad = _bfloat16(ref + 2.0**-8 * scale)
+    got = bench.check_output(bad, y, idx, ref[idx], False, "bfloat16", "softmax_backward", dy)
+    assert not got["passed"] and got["ulp_error"] > bench.ULP_TOLERANCE
 
 
 def test_a_backward_and_a_log_softmax_run_without_a_gpu(numpy_gpu):
