@@ -196,13 +196,20 @@ def test_dy_of_another_alignment_is_cannot_run_before_any_device_call(dtype, op)
 @pytest.mark.parametrize("dtype", list(V.DTYPES))
 def test_auto_picks_single_read_for_the_backward_where_it_fits(dtype, op):
     # float32: rows of one or two cluster_row blocks, rows that start on 16 bytes, and rows
-    # past 768 KB, go to cluster_row (then multi_block_l2 past 1.5 MB); halves' backward never
-    # does (BACKWARD_AUTO_RULES, _cluster_row_first)
+    # past 768 KB, go to cluster_row (then multi_block_l2 past 1.5 MB); the halves' backward
+    # where cluster_row's 256-thread blocks hold the row (auto.cluster_row_leads), single_read
+    # past them
     limit = SR.single_read_limit(H200, dtype, op) if dtype != "float32" else 196607
     for cols in (1, 1000, 16384 // V.DTYPES[dtype]):
         assert V.choose(4096, cols, H200, dtype, op).name == "two_pass"
-    first = 16384 // V.DTYPES[dtype] + 1 if dtype != "float32" else 2 * 256 * 12 * 4 + 1
-    for cols in (first, 32001, 65535, limit):  # float32: odd lengths, rows off 16 bytes
+    if dtype == "float32":
+        first = 2 * 256 * 12 * 4 + 1
+    else:
+        held = 16 * 256 * 8 * 8  # halves in cluster_row's largest cluster of 256-thread blocks
+        for cols in (16384 // V.DTYPES[dtype] + 1, 32001, 65535, held):
+            assert V.choose(4096, cols, H200, dtype, op).name == "cluster_row", cols
+        first = held + 1
+    for cols in (first, 32001, 65535, limit) if dtype == "float32" else (first, limit):  # float32: odd lengths, rows off 16 bytes
         assert V.choose(4096, cols, H200, dtype, op).name == "single_read", cols
         assert V.choose(4096, cols, A100, dtype, op).name in ("two_pass", "multi_block", "multi_block_l2")
         names = [p.name for p in V.preferences(_shape(2048, cols, dtype, op), H200)]

@@ -464,7 +464,11 @@ def test_cluster_row_has_no_plan_before_hopper():
     (4096, 151936, "float32", "softmax_backward", "cluster_row"),
     (4096, 196608, "float32", "log_softmax_backward", "cluster_row"),
     (4096, 196609, "float32", "softmax_backward", "cluster_row"),  # float rows past 768 KB
-    (132, 151936, "bfloat16", "softmax_backward", "single_read"),  # halves' backward: not cluster_row
+    (132, 151936, "bfloat16", "softmax_backward", "cluster_row"),  # halves' backward: 256-thread blocks
+    (4000, 96000, "float16", "log_softmax_backward", "cluster_row"),
+    (100, 524288, "bfloat16", "softmax_backward", "cluster_row"),  # 512-thread blocks for fewer rows than SMs
+    (264, 300000, "bfloat16", "softmax_backward", "single_read"),  # and not for more
+    (132, 8192, "bfloat16", "softmax_backward", "two_pass"),  # 16 KB rows stay with two_pass
     (4096, 393216, "float32", "softmax_backward", "cluster_row"),
     (4096, 393216, "float32", "log_softmax_backward", "cluster_row"),
     (4096, 393217, "float32", "softmax_backward", "multi_block_l2"),
@@ -472,6 +476,17 @@ def test_cluster_row_has_no_plan_before_hopper():
 def test_auto_takes_cluster_row_for_few_rows_and_long_float_backward_rows(rows, cols, dtype, op, first):
     assert choose(rows, cols, H200, dtype, op).name == first
     assert choose(rows, cols, A100, dtype, op).name != "cluster_row"
+
+
+def test_auto_takes_cluster_row_for_the_halves_backward_only_where_dy_shares_y_s_alignment():
+    def first(g_offset):
+        shape = V.Shape(4096, 151936, 151936, 151936, itemsize=2, dtype="bfloat16", op="softmax_backward",
+                        ld_g=151936, g_offset=g_offset)
+        return V.preferences(shape, H200)[0].name
+
+    assert first(0) == "cluster_row"
+    assert first(32) == "cluster_row"  # on 16 bytes, as y
+    assert first(2) != "cluster_row"  # dy's vectors element by element: not measured
 
 
 def test_a_forced_cluster_row_plan_that_does_not_hold_the_row_is_cannot_run():

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..device import DeviceInfo
-from ..problem import DTYPES, ITEMSIZE, Shape
+from ..problem import BACKWARD_OPS, DTYPES, ITEMSIZE, Shape
 from . import cluster_row, multi_block_smem, single_read, warp_rows
 from .base import Plan, Variant
 from .registry import REGISTRY
@@ -102,15 +102,17 @@ def cluster_row_leads(d: Decision) -> bool:
     float32 forward at any row count; halves where single_read would take a cluster, or a memory-merged
     group of cluster_row's own cluster and blocks per SM holding no more, else by blocks per SM,
     alignment, rows per SM and bytes per SM; the float32 backward in small clusters, on aligned rows,
-    or for few rows at two blocks per SM or more."""
+    or for few rows at two blocks per SM or more; the halves' backward where dy shares y's alignment,
+    in 256-thread blocks or for fewer rows than SMs."""
     shape, dev = d.shape, d.dev
-    if d.warp_rows is not None or shape.backward and (
-            shape.cols * shape.itemsize <= CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES or shape.itemsize != ITEMSIZE):
+    if d.warp_rows is not None or shape.backward and shape.cols * shape.itemsize <= CLUSTER_ROW_BACKWARD_MIN_ROW_BYTES:
         return False
     plan = d.cluster_row
     shapes = cluster_row.BLOCK_SHAPES[2 if shape.backward else 1, shape.itemsize]
     if plan is None or not any(plan.threads == t and plan.vpt <= v for t, v in shapes[:2]):
         return False
+    if shape.backward and shape.itemsize != ITEMSIZE:
+        return single_read.shares_alignment(shape) and (plan.threads == shapes[0][0] or shape.rows < dev.sm_count)
     if shape.backward:
         return plan.cluster <= CLUSTER_ROW_BACKWARD_ANY_ROWS_CLUSTER or rows_aligned(shape) or (
             shape.rows <= CLUSTER_ROW_BACKWARD_ROWS_PER_SM * dev.sm_count and plan.blocks_per_sm > 1)
@@ -224,4 +226,6 @@ def preferences(shape: Shape, dev: DeviceInfo) -> tuple[Variant, ...]:
 def choose(rows: int, cols: int, dev: DeviceInfo, dtype: str = "float32", op: str = "softmax") -> Variant:
     """The variant auto would try first for rows x cols contiguous rows (no launch is prepared).
     Raises nothing: two_pass and multi_block run every shape, dtype and op on every device."""
-    return preferences(Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype, op=op), dev)[0]
+    shape = Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype, op=op,
+                  ld_g=cols if op in BACKWARD_OPS else 0)  # dy contiguous too, as y
+    return preferences(shape, dev)[0]
