@@ -256,9 +256,10 @@ def test_special_values_follow_torch(dtype, op):
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_auto_picks_single_read_in_place_and_bitwise_repeatable(dtype, op):
-    """Rows that start off 16-byte boundaries go to single_read for every dtype (64 of halves,
-    whose backward cluster_row never takes; 300 of float32, past the two rows per SM up to which
-    cluster_row takes them: _cluster_row_first), and 64 aligned float32 rows to cluster_row."""
+    """Rows that start off 16-byte boundaries go to single_read for every dtype (300 of float32,
+    past the two rows per SM up to which cluster_row takes them; 300 of halves too long for
+    cluster_row's 256-thread blocks: auto.cluster_row_leads), and 64 aligned float32 rows to
+    cluster_row."""
     torch = _torch()
     dev = _hopper()
     f = FUNCTIONS[op]
@@ -266,9 +267,9 @@ def test_auto_picks_single_read_in_place_and_bitwise_repeatable(dtype, op):
         dy, y = _pair(torch, 64, 151936, dtype, op, 0, seed=4)
         shape = V.Shape(64, 151936, 151936, 151936, y.data_ptr() % 128, 0, 4, dtype, op, 151936, dy.data_ptr() % 128)
         assert V.preferences(shape, dev)[0].name == "cluster_row"
-    rows = 300 if dtype == "float32" else 64
-    dy, y = _pair(torch, rows, 151936, dtype, op, 1, seed=5)
-    shape = V.Shape(rows, 151936, y.stride(0), 151936, y.data_ptr() % 128, 0, y.element_size(), dtype, op,
+    rows, cols = 300, 151936 if dtype == "float32" else 300001
+    dy, y = _pair(torch, rows, cols, dtype, op, 1, seed=5)
+    shape = V.Shape(rows, cols, y.stride(0), cols, y.data_ptr() % 128, 0, y.element_size(), dtype, op,
                     dy.stride(0), dy.data_ptr() % 128)
     name = "single_read"
     assert V.preferences(shape, dev)[0].name == name
