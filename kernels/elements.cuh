@@ -398,10 +398,10 @@ __device__ __forceinline__ void keep_packed(float4&) {}
 #else
 typedef uint4 raw_t;
 __device__ __forceinline__ Floats8 widen_raw(uint4 v) { return widen8<elem_t>(v); }
-// Packed halves widened before a wait and again after it: an identity permute of each word,
-// which ptxas keeps, between the two, so that it widens again rather than hold the first
-// widening's floats across the wait (8 registers a vector where the packed halves take 4;
-// an empty asm, as single_read's opaque, let ptxas merge the two widenings here).
+// Packed halves widened before a wait and again after it: an identity permute of each word
+// between the two, which ptxas keeps, so that it widens them again rather than hold the first
+// widening's floats across the wait (8 registers a vector where the packed halves take 4).
+// An empty asm (single_read's opaque) is not enough here: ptxas merges the two widenings.
 __device__ __forceinline__ void keep_packed(uint4& v) {
     asm volatile("prmt.b32 %0, %0, 0, 0x3210;\n\tprmt.b32 %1, %1, 0, 0x3210;\n\t"
                  "prmt.b32 %2, %2, 0, 0x3210;\n\tprmt.b32 %3, %3, 0, 0x3210;"

@@ -128,7 +128,8 @@ def check_output(out, x, idx: list[int], ref, is_copy: bool, dtype: str = "float
     if dy is not None and not is_copy and dtype != "float32":
         # dx = y (dy - sum) cancels where dy is near the sum: float32's error of the sum then
         # exceeds an ulp of the small dx for every implementation (torch's, quack's, ours)
-        err = backward_op_error(out_rows, ref, reference.to_float64(dy[idx]), reference.to_float64(x[idx]), dtype, op)
+        dy_rows, y_rows = reference.to_float64(dy[idx]), reference.to_float64(x[idx])
+        err = backward_op_error(out_rows, ref, dy_rows, y_rows, dtype, op)
     else:
         err = op_error(out_rows, ref, dtype, op)
     if is_copy:
@@ -524,8 +525,8 @@ def method(repeats: int, warmup: int, seed: int, host_calls: int = 0, loop: int 
         "input": "standard normal float32 (cupy.random.default_rng(seed))",
         "halves": (f"float16 and bfloat16: the float32 draw rounded by torch (.to(dtype)), torch tensors; checked in "
                    f"ulp of the dtype (at most {ULP_TOLERANCE:g}; the backward ops' beyond "
-                   f"{BACKWARD_HALF_FLOOR * 2**24:g} x 2^-24 of the size of the terms they add up), every row's invariant within "
-                   f"{ROW_TOLERANCE['float16']:g} (float16), {ROW_TOLERANCE['bfloat16']:g} (bfloat16)"),
+                   f"{BACKWARD_HALF_FLOOR * 2**24:g} x 2^-24 of the size of the terms they add up), every row's "
+                   f"invariant within {ROW_TOLERANCE['float16']:g} (float16), {ROW_TOLERANCE['bfloat16']:g} (bfloat16)"),
         "backward": ("y = the forward op of a standard normal draw (float32, then rounded), dy a second draw; "
                      "the floor is a two-read, one-write add (y + dy) of the same size; every row's sum of dx "
                      "against float64's"),

@@ -50,9 +50,10 @@ BLOCK_SHAPES = {  # (arrays, element size) -> (threads, most vectors per thread)
     (2, 2): ((256, 8), (512, 8)),
 }
 # The register model (ptxas, NVRTC 12.9, sm_90: the most registers a plan used without spills):
-# per vector (of y and dy together in the backward, halves held packed) and besides the vectors; at least MIN_REGISTERS (by
-# arrays); ONE_BLOCK_REGISTERS more for a cluster of one block.  benchmarks/cluster_row_registers.py
-# compiles every block shape and vector count at the model's blocks per SM.
+# per vector (of y and dy together in the backward, halves held packed) and besides the vectors;
+# at least MIN_REGISTERS (by arrays); ONE_BLOCK_REGISTERS more for a cluster of one block.
+# benchmarks/cluster_row_registers.py compiles every block shape and vector count at the model's
+# blocks per SM.
 REGISTERS_PER_VECTOR = {(1, 4): 4, (1, 2): 4, (2, 4): 8, (2, 2): 8}
 OTHER_REGISTERS = {(1, 4): 24, (1, 2): 32, (2, 4): 32, (2, 2): 40}
 MIN_REGISTERS = {1: 32, 2: 48}
