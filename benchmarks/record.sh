@@ -21,6 +21,9 @@
 #   bash benchmarks/record.sh liger loss         # loss.json .log .txt: cross_entropy and cross_entropy_grad, bf16
 #                                                #   and fp32, the issue's vocabularies, against their floors and peers
 #   bash benchmarks/record.sh profile-loss       # loss_profile.json .log: ncu's passes of cross_entropy_grad, bf16
+#   bash benchmarks/record.sh backward-halves    # backward_halves.json .log .txt: both backward ops in bf16 and fp16
+#                                                #   at issue 49's shapes and others not tuned on, auto beside
+#                                                #   cluster_row, single_read and quack, ÷ the floor (~2 min)
 #   bash benchmarks/record.sh decode             # decode.json .log .txt host.json: 1-64 rows of a vocabulary, softmax
 #                                                #   and its backward, per call in loops of 300 calls (--loop), with the
 #                                                #   peers; then host time per call on 8 x 1024 beside torch.softmax's
@@ -99,6 +102,14 @@ for stage in "$@"; do
       timeout 120 python3 -m softmax_lab bench --rows 8 --cols 1024 --no-progress \
         --variants host.auto,host.copy,host.torch.softmax,host.torch.softmax_lab -o "$OUT/host.json" \
         | tail -n 10 ;;
+    backward-halves)  # issue 49 part 2: the halves' backward, auto's pick beside the variants it chooses between
+      timeout 400 python3 -m softmax_lab sweep --op backward --dtype bfloat16,float16 --repeats 20 --no-progress \
+        --variants auto,cluster_row,single_read,quack.softmax_backward \
+        --shape 4000x96000 --shape 16384x32000 --shape 100x524288 --shape 8192x50257 --shape 4096x151936 \
+        --shape 2048x200003 --shape 1000x65537 --shape 264x300000 --shape 64x128256 --shape 528x262144 \
+        -o "$OUT/backward_halves.json" > "$OUT/backward_halves.log" 2>&1
+      echo "backward-halves rc=$?"
+      lab report --table "$OUT/backward_halves.json" | tee "$OUT/backward_halves.txt" ;;
     profile-loss)
       timeout 560 python3 -m softmax_lab profile --op cross_entropy_grad --dtype bfloat16 --shape 4096x128256 \
         -o "$OUT/loss_profile.json" > "$OUT/loss_profile.log" 2>&1
@@ -186,7 +197,7 @@ print('ran', sys.argv[1])
       done
       rm -f "$OUT/notebook.err" ;;
     *)
-      echo "unknown stage $stage (info quack-a quack-b liger loss profile-loss bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
+      echo "unknown stage $stage (info quack-a quack-b liger loss backward-halves profile-loss bench sweep profile profile-bf16 profile-rows bench-bf16 bench-backward"\
            "sweep-bf16 table table-vocab context decode notebooks)"; exit 2 ;;
   esac
 done
