@@ -203,13 +203,14 @@ def test_auto_picks_single_read_for_the_backward_where_it_fits(dtype, op):
     for cols in (1, 1000, 16384 // V.DTYPES[dtype]):
         assert V.choose(4096, cols, H200, dtype, op).name == "two_pass"
     if dtype == "float32":
-        first = 2 * 256 * 12 * 4 + 1
+        first = 2 * 256 * 12 * 4 + 1  # past one or two cluster_row blocks
+        single_read_cols = (first, 32001, 65535, limit)  # odd lengths, rows off 16 bytes
     else:
         held = 16 * 256 * 8 * 8  # halves in cluster_row's largest cluster of 256-thread blocks
         for cols in (16384 // V.DTYPES[dtype] + 1, 32001, 65535, held):
             assert V.choose(4096, cols, H200, dtype, op).name == "cluster_row", cols
-        first = held + 1
-    for cols in (first, 32001, 65535, limit) if dtype == "float32" else (first, limit):  # float32: odd lengths, rows off 16 bytes
+        single_read_cols = (held + 1, limit)
+    for cols in single_read_cols:
         assert V.choose(4096, cols, H200, dtype, op).name == "single_read", cols
         assert V.choose(4096, cols, A100, dtype, op).name in ("two_pass", "multi_block", "multi_block_l2")
         names = [p.name for p in V.preferences(_shape(2048, cols, dtype, op), H200)]
