@@ -327,11 +327,24 @@ def current_stream(torch_tensor: bool, device: int):
 def torch_raw_stream(device: int) -> int:
     """The handle of torch's current stream on `device`: through the binding
     torch's own compiled code uses (no Stream object per call), or the public
-    API where a torch lacks it."""
+    API where a torch lacks it.  The function is looked up once (an import
+    statement per call costs about as much as the lookup it saves)."""
+    raw = _torch_raw_stream
+    if raw is None:
+        raw = _bind_torch_raw_stream()
+    return raw(device)
+
+
+_torch_raw_stream = None
+
+
+def _bind_torch_raw_stream():
+    global _torch_raw_stream
     import torch
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    _torch_raw_stream = raw if raw is not None else (lambda device: torch.cuda.current_stream(device).cuda_stream)
+    return _torch_raw_stream
 
 
 def resolve_stream(stream, x: ArrayView, device: int):

@@ -295,6 +295,30 @@ def test_threads_compile_a_new_module_once(tmp_path, monkeypatch):
 
 
 @pytest.mark.gpu
+def test_a_prepared_launch_from_a_thread_without_a_context():
+    """A thread whose first CUDA call is a prepared launch has no current context: the launch
+    binds the device's and runs (it asks only when the driver refuses, not on every call)."""
+    cp = _cp()
+    x = cp.random.standard_normal((16, 3001), dtype=cp.float32)
+    y = cp.full_like(x, np.nan)
+    shape = Shape(16, 3001, 3001, 3001, x.data.ptr % 128, y.data.ptr % 16, 4, "float32", "softmax")
+    _, launch = api.launcher_for(shape, softmax_lab.device_info(), "two_pass")
+    cp.cuda.runtime.deviceSynchronize()
+    seen = []
+
+    def call():
+        seen.append(cp.cuda.driver.ctxGetCurrent())
+        launch(x.data.ptr, y.data.ptr, cp.cuda.Stream.null)
+        cp.cuda.runtime.deviceSynchronize()
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join()
+    assert seen == [0]  # the thread had no context when it launched
+    _check(y, x)
+
+
+@pytest.mark.gpu
 def test_forced_variant_that_cannot_run_is_a_value_error():
     cp = _cp()
     dev = softmax_lab.device_info()

@@ -67,12 +67,24 @@ class PreparedLaunch:
     def __call__(self, stream, *values) -> None:
         """Launch on `stream` with the first len(values) arguments set to `values` (the rest
         as they were)."""
-        if not cupy.cuda.driver.ctxGetCurrent():  # a new thread: no context until the runtime binds one
-            cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
         with self._lock:
             self._values[:len(values)] = values
-            cupy.cuda.driver.launchKernel(self._function, self._gx, self._gy, self._gz, self._bx, self._by, self._bz,
-                                          self._smem, stream.ptr, self._address, 0)
+            try:
+                self._launch(stream.ptr)
+            except cupy.cuda.driver.CUDADriverError as e:
+                # a thread that has not used CUDA yet has no current context until the runtime
+                # binds one: bind it and launch again (asked on failure, not before every launch)
+                if e.status != _CUDA_ERROR_INVALID_CONTEXT or cupy.cuda.driver.ctxGetCurrent():
+                    raise
+                cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
+                self._launch(stream.ptr)
+
+    def _launch(self, stream: int) -> None:
+        cupy.cuda.driver.launchKernel(self._function, self._gx, self._gy, self._gz, self._bx, self._by, self._bz,
+                                      self._smem, stream, self._address, 0)
+
+
+_CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 def float_bits(v: float) -> int:
