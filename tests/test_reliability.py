@@ -294,6 +294,48 @@ def test_threads_compile_a_new_module_once(tmp_path, monkeypatch):
         _check(out, x)
 
 
+def test_a_prepared_launch_binds_a_context_only_where_the_driver_refuses(monkeypatch):
+    """A refused launch in a thread without a context binds the device's and launches again;
+    a refusal with a context current is the caller's error; a launch that goes through asks
+    for nothing."""
+    from types import SimpleNamespace
+
+    from softmax_lab.variants.base import PreparedLaunch
+
+    class Refused(Exception):
+        pass
+
+    cp = _cp()
+    driver, runtime = cp.cuda.driver, cp.cuda.runtime
+    state = {"context": 0, "refuse": 1, "launches": [], "bound": 0}
+
+    def launch_kernel(*args):
+        if state["refuse"]:
+            state["refuse"] -= 1
+            raise Refused()
+        state["launches"].append(args[8])
+
+    def ctx_get_current():
+        state["asked"] = state.get("asked", 0) + 1
+        return state["context"]
+
+    monkeypatch.setattr(driver, "CUDADriverError", Refused)
+    monkeypatch.setattr(driver, "launchKernel", launch_kernel)
+    monkeypatch.setattr(driver, "ctxGetCurrent", ctx_get_current)
+    monkeypatch.setattr(runtime, "getDevice", lambda: 0)
+    monkeypatch.setattr(runtime, "setDevice", lambda d: state.update(bound=state["bound"] + 1))
+    launch = PreparedLaunch(SimpleNamespace(ptr=1), (1,), (32,), (0, 0, 7))
+    launch(SimpleNamespace(ptr=5), 11, 12)
+    assert state["launches"] == [5] and state["bound"] == 1 and state["asked"] == 1
+    assert list(launch._values) == [11, 12, 7]
+    launch(SimpleNamespace(ptr=6), 13)
+    assert state["launches"] == [5, 6] and state["asked"] == 1  # not asked when the launch goes through
+    state.update(context=1, refuse=1)
+    with pytest.raises(Refused):
+        launch(SimpleNamespace(ptr=7), 14)
+    assert state["bound"] == 1
+
+
 @pytest.mark.gpu
 def test_a_prepared_launch_from_a_thread_without_a_context():
     """A thread whose first CUDA call is a prepared launch has no current context: the launch

@@ -71,10 +71,10 @@ class PreparedLaunch:
             self._values[:len(values)] = values
             try:
                 self._launch(stream.ptr)
-            except cupy.cuda.driver.CUDADriverError as e:
+            except cupy.cuda.driver.CUDADriverError:
                 # a thread that has not used CUDA yet has no current context until the runtime
                 # binds one: bind it and launch again (asked on failure, not before every launch)
-                if e.status != _CUDA_ERROR_INVALID_CONTEXT or cupy.cuda.driver.ctxGetCurrent():
+                if cupy.cuda.driver.ctxGetCurrent():
                     raise
                 cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
                 self._launch(stream.ptr)
@@ -82,9 +82,6 @@ class PreparedLaunch:
     def _launch(self, stream: int) -> None:
         cupy.cuda.driver.launchKernel(self._function, self._gx, self._gy, self._gz, self._bx, self._by, self._bz,
                                       self._smem, stream, self._address, 0)
-
-
-_CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 def float_bits(v: float) -> int:
