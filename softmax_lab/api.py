@@ -141,7 +141,8 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
         never raises for that: it falls back to a variant that can).
       NoDeviceError (a RuntimeError): no CUDA device is usable.
     """
-    return _call(x, axis, variant, out, stream, "softmax")
+    fast = _repeat_call(x, axis, variant, out, "softmax", None, stream)
+    return fast if fast is not _MISS else _softmax(x, axis, variant, out, stream, "softmax")
 
 
 def log_softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
@@ -150,7 +151,8 @@ def log_softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=No
     dtype.  -inf entries give -inf; a row of all -inf, or with a NaN or +inf,
     gives NaN.  Arguments, layouts, streams, devices, aliasing, errors and
     results as softmax()."""
-    return _call(x, axis, variant, out, stream, "log_softmax")
+    fast = _repeat_call(x, axis, variant, out, "log_softmax", None, stream)
+    return fast if fast is not _MISS else _softmax(x, axis, variant, out, stream, "log_softmax")
 
 
 def softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
@@ -167,22 +169,16 @@ def softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, 
     ValueError when its shape or device is not y's.  Variants: those with a
     backward pass (three_pass has none: CannotRun).  A repeated call takes the
     forward's fast path (the plan cached by layouts, alignments and aliasing)."""
-    return _call(y, axis, variant, out, stream, "softmax_backward", dy)
+    fast = _repeat_call(y, axis, variant, out, "softmax_backward", dy, stream)
+    return fast if fast is not _MISS else _softmax(y, axis, variant, out, stream, "softmax_backward", dy)
 
 
 def log_softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
     """The gradient of log_softmax: dx = dy - exp(y) * sum(dy) along `axis`, where
     y = log_softmax(x) (as torch._log_softmax_backward_data).  Arguments,
     rules and errors as softmax_backward()."""
-    return _call(y, axis, variant, out, stream, "log_softmax_backward", dy)
-
-
-def _call(x, axis, variant, out, stream, op: str, g=None):
-    if type(axis) is int and type(variant) is str and (stream is None or isinstance(stream, cupy.cuda.Stream)):
-        fast = _repeat_call(x, axis, variant, out, op, g, stream)
-        if fast is not _MISS:
-            return fast
-    return _softmax(x, axis, variant, out, stream, op, g)
+    fast = _repeat_call(y, axis, variant, out, "log_softmax_backward", dy, stream)
+    return fast if fast is not _MISS else _softmax(y, axis, variant, out, stream, "log_softmax_backward", dy)
 
 
 def _softmax(x, axis, variant: str, out, stream, op: str = "softmax", g=None):
@@ -394,19 +390,17 @@ def _key(a) -> tuple | None:
     return None
 
 
-def _keys(x, stream, *others) -> tuple | None:
-    """(_key of x, then of each of `others`: None for one not given), or None where an
-    array is not a plain CuPy array or torch tensor, or `stream` is another device's."""
+def _keys(x, stream, a, b) -> tuple | None:
+    """(_key of x, of a, of b: None for one not given), or None where an array is not a
+    plain CuPy array or torch tensor, or `stream` is another device's."""
     kx = _key(x)
     if kx is None or (stream is not None and getattr(stream, "device_id", -1) not in (-1, kx[4])):
         return None
-    keys = [kx]
-    for a in others:
-        k = None if a is None else _key(a)
-        if a is not None and k is None:
-            return None
-        keys.append(k)
-    return tuple(keys)
+    ka = None if a is None else _key(a)
+    kb = None if b is None else _key(b)
+    if (ka is None and a is not None) or (kb is None and b is not None):
+        return None
+    return kx, ka, kb
 
 
 def _call_key(kx: tuple, ko: tuple | None, axis: int, variant: str, op: str = "softmax",
@@ -433,7 +427,11 @@ def _clear(a_ptr: int, a_lo: int, a_hi: int, y_ptr: int, o_lo: int, o_hi: int) -
 def _repeat_call(x, axis: int, variant: str, out, op: str = "softmax", g=None, stream=None):
     """A call whose plan is cached: a lookup, the extents' check and the launch, on
     `stream` (a cupy.cuda.Stream of x's device) or the current stream; _MISS where
-    the checked path must decide."""
+    the checked path must decide (also for an axis, variant or stream of a type the
+    checks would refuse)."""
+    if type(axis) is not int or type(variant) is not str or \
+            (stream is not None and not isinstance(stream, cupy.cuda.Stream)):
+        return _MISS
     keys = _keys(x, stream, g, out)
     if keys is None:
         return _MISS

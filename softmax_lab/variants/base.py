@@ -52,16 +52,17 @@ class PreparedLaunch:
     a pointer, or a float32's bits: float_bits), so that a call writes the cells it changes
     and launches (cuLaunchKernel through cupy.cuda.driver.launchKernel) rather than have
     CuPy pack every argument again.  A lock keeps concurrent calls from different threads
-    off each other's cells until the launch has copied them."""
+    off each other's cells until the launch has copied them.  A thread that has not used
+    CUDA yet has no current context: where the driver refuses a launch for that, the
+    runtime binds the device's and the launch runs again (asked on failure only, not
+    before every launch)."""
 
     def __init__(self, function, grid: tuple, block: tuple, values: tuple, smem: int = 0):
         self._values = (ctypes.c_int64 * len(values))(*values)
         base = ctypes.addressof(self._values)
         self._params = (ctypes.c_void_p * len(values))(*(base + 8 * i for i in range(len(values))))
         self._address = ctypes.addressof(self._params)
-        self._function = function.ptr
-        (self._gx, self._gy, self._gz), (self._bx, self._by, self._bz) = (*grid, 1, 1)[:3], (*block, 1, 1)[:3]
-        self._smem = smem
+        self._dims = (function.ptr, *(*grid, 1, 1)[:3], *(*block, 1, 1)[:3], smem)  # launchKernel's first 8
         self._lock = threading.Lock()
 
     def __call__(self, stream, *values) -> None:
@@ -70,18 +71,42 @@ class PreparedLaunch:
         with self._lock:
             self._values[:len(values)] = values
             try:
-                self._launch(stream.ptr)
+                cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
             except cupy.cuda.driver.CUDADriverError:
-                # a thread that has not used CUDA yet has no current context until the runtime
-                # binds one: bind it and launch again (asked on failure, not before every launch)
-                if cupy.cuda.driver.ctxGetCurrent():
-                    raise
-                cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
-                self._launch(stream.ptr)
+                self._launch_with_a_context(stream)
 
-    def _launch(self, stream: int) -> None:
-        cupy.cuda.driver.launchKernel(self._function, self._gx, self._gy, self._gz, self._bx, self._by, self._bz,
-                                      self._smem, stream, self._address, 0)
+    def forward(self, x: int, y: int, stream) -> None:
+        """The Launcher of a kernel that takes (x, y, *scalars): __call__(stream, x, y) in one
+        step (a repeated small call is host time: each Python call in it counts)."""
+        with self._lock:
+            cells = self._values
+            cells[0] = x
+            cells[1] = y
+            try:
+                cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
+            except cupy.cuda.driver.CUDADriverError:
+                self._launch_with_a_context(stream)
+
+    def backward(self, x: int, y: int, stream, g: int) -> None:
+        """The backward Launcher of a kernel that takes (x, g, y, *scalars), x the forward's
+        output: __call__(stream, x, g, y) in one step."""
+        with self._lock:
+            cells = self._values
+            cells[0] = x
+            cells[1] = g
+            cells[2] = y
+            try:
+                cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
+            except cupy.cuda.driver.CUDADriverError:
+                self._launch_with_a_context(stream)
+
+    def _launch_with_a_context(self, stream) -> None:
+        """After a refused launch (the lock held): bind the device's context in a thread that
+        has none and launch again; with a context current, the refusal stands."""
+        if cupy.cuda.driver.ctxGetCurrent():
+            raise
+        cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
+        cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
 
 
 def float_bits(v: float) -> int:
@@ -99,16 +124,7 @@ def one_kernel_launcher(function, grid: tuple, block: tuple, scalars: tuple, bac
     pointers."""
     pointers = 3 if backward else 2
     prepared = PreparedLaunch(function, grid, block, (0,) * pointers + tuple(map(int, scalars)), smem)
-    if backward:
-        def launch_backward(x: int, y: int, stream, g: int) -> None:
-            prepared(stream, x, g, y)
-
-        return launch_backward
-
-    def launch(x: int, y: int, stream) -> None:
-        prepared(stream, x, y)
-
-    return launch
+    return prepared.backward if backward else prepared.forward
 
 
 def slots_and_tickets(memory: CallMemory, items: int) -> tuple[cupy.ndarray, cupy.ndarray]:
