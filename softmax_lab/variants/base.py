@@ -70,43 +70,37 @@ class PreparedLaunch:
         as they were)."""
         with self._lock:
             self._values[:len(values)] = values
-            try:
-                cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
-            except cupy.cuda.driver.CUDADriverError:
-                self._launch_with_a_context(stream)
+            self._launch(stream)
 
     def forward(self, x: int, y: int, stream) -> None:
-        """The Launcher of a kernel that takes (x, y, *scalars): __call__(stream, x, y) in one
-        step (a repeated small call is host time: each Python call in it counts)."""
+        """The Launcher of a kernel that takes (x, y, *scalars): __call__(stream, x, y) without
+        its packing of arguments (a repeated small call is host time: each step in it counts)."""
         with self._lock:
             cells = self._values
             cells[0] = x
             cells[1] = y
-            try:
-                cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
-            except cupy.cuda.driver.CUDADriverError:
-                self._launch_with_a_context(stream)
+            self._launch(stream)
 
     def backward(self, x: int, y: int, stream, g: int) -> None:
         """The backward Launcher of a kernel that takes (x, g, y, *scalars), x the forward's
-        output: __call__(stream, x, g, y) in one step."""
+        output: __call__(stream, x, g, y) without its packing of arguments."""
         with self._lock:
             cells = self._values
             cells[0] = x
             cells[1] = g
             cells[2] = y
-            try:
-                cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
-            except cupy.cuda.driver.CUDADriverError:
-                self._launch_with_a_context(stream)
+            self._launch(stream)
 
-    def _launch_with_a_context(self, stream) -> None:
-        """After a refused launch (the lock held): bind the device's context in a thread that
-        has none and launch again; with a context current, the refusal stands."""
-        if cupy.cuda.driver.ctxGetCurrent():
-            raise
-        cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
-        cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
+    def _launch(self, stream) -> None:
+        """Launch with the cells as they are (the lock held).  A refused launch in a thread with
+        no current context binds the device's and launches again; with one, it stands."""
+        try:
+            cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
+        except cupy.cuda.driver.CUDADriverError:
+            if cupy.cuda.driver.ctxGetCurrent():
+                raise
+            cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
+            cupy.cuda.driver.launchKernel(*self._dims, stream.ptr, self._address, 0)
 
 
 def float_bits(v: float) -> int:
