@@ -91,7 +91,7 @@ for stage in "$@"; do
       echo "loss rc=$?"
       lab report --table "$OUT/loss.json" | tee "$OUT/loss.txt" ;;
     decode)  # issue 49's decode-sized calls: per call in loops of 300, host included, beside torch and quack
-      timeout 440 python3 -m softmax_lab sweep --loop 300 --repeats 20 --dtype bfloat16,float32 \
+      timeout 440 python3 -m softmax_lab sweep --loop 300 --repeats 20 --clocks --dtype bfloat16,float32 \
         --op softmax,softmax_backward --no-progress \
         --variants auto,torch.softmax,quack.softmax,torch.softmax_backward,quack.softmax_backward \
         --shape 1x32000 --shape 1x128256 --shape 8x151936 --shape 16x50257 --shape 64x128256 --shape 64x393216 \
