@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import synthetic
+from emulate import to_bits, widen
 
 import softmax_lab
 from softmax_lab.lab import bench, records, report
@@ -367,9 +368,7 @@ def test_halves_are_checked_in_ulp_and_log_softmax_by_the_sum_of_its_exp():
 
 def _bfloat16(a) -> np.ndarray:
     """a rounded to bfloat16 (to nearest, ties to even), held as float32."""
-    bits = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32)
+    return widen(to_bits(a, "bfloat16"), "bfloat16")
 
 
 def test_the_halves_backward_is_checked_beyond_float32_s_part_of_its_error():
