@@ -141,8 +141,7 @@ def softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
         never raises for that: it falls back to a variant that can).
       NoDeviceError (a RuntimeError): no CUDA device is usable.
     """
-    fast = _repeat_call(x, axis, variant, out, "softmax", None, stream)
-    return fast if fast is not _MISS else _softmax(x, axis, variant, out, stream, "softmax")
+    return _call(x, axis, variant, out, stream, "softmax")
 
 
 def log_softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
@@ -151,8 +150,7 @@ def log_softmax(x, axis: int = -1, *, variant: str = "auto", out=None, stream=No
     dtype.  -inf entries give -inf; a row of all -inf, or with a NaN or +inf,
     gives NaN.  Arguments, layouts, streams, devices, aliasing, errors and
     results as softmax()."""
-    fast = _repeat_call(x, axis, variant, out, "log_softmax", None, stream)
-    return fast if fast is not _MISS else _softmax(x, axis, variant, out, stream, "log_softmax")
+    return _call(x, axis, variant, out, stream, "log_softmax")
 
 
 def softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
@@ -169,16 +167,20 @@ def softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, 
     ValueError when its shape or device is not y's.  Variants: those with a
     backward pass (three_pass has none: CannotRun).  A repeated call takes the
     forward's fast path (the plan cached by layouts, alignments and aliasing)."""
-    fast = _repeat_call(y, axis, variant, out, "softmax_backward", dy, stream)
-    return fast if fast is not _MISS else _softmax(y, axis, variant, out, stream, "softmax_backward", dy)
+    return _call(y, axis, variant, out, stream, "softmax_backward", dy)
 
 
 def log_softmax_backward(dy, y, axis: int = -1, *, variant: str = "auto", out=None, stream=None):
     """The gradient of log_softmax: dx = dy - exp(y) * sum(dy) along `axis`, where
     y = log_softmax(x) (as torch._log_softmax_backward_data).  Arguments,
     rules and errors as softmax_backward()."""
-    fast = _repeat_call(y, axis, variant, out, "log_softmax_backward", dy, stream)
-    return fast if fast is not _MISS else _softmax(y, axis, variant, out, stream, "log_softmax_backward", dy)
+    return _call(y, axis, variant, out, stream, "log_softmax_backward", dy)
+
+
+def _call(x, axis, variant, out, stream, op: str, g=None):
+    """A repeated call's fast path where it applies, else the checked call."""
+    fast = _repeat_call(x, axis, variant, out, op, g, stream)
+    return fast if fast is not _MISS else _softmax(x, axis, variant, out, stream, op, g)
 
 
 def _softmax(x, axis, variant: str, out, stream, op: str = "softmax", g=None):
