@@ -17,8 +17,9 @@
 //
 // Traffic: 1 read of x, and with the gradient 1 write of dx (which may be x
 // itself: every element is read into registers before the exchange, and
-// written after it).  The arguments: a call's first, the shape's last (a
-// prepared launch).  Launch: as cluster_row's forward (a grid of
+// written after it).  The arguments: the pointers that change from call to
+// call first, then the options, the shape last (a prepared launch sets only
+// the first seven for a repeated call).  Launch: as cluster_row's forward (a grid of
 // CR_CLUSTER x R by ceil(rows / R) blocks, variants/cross_entropy.py).  A
 // mean's scale comes from cross_entropy.cu's count, launched before, and the
 // reduced loss from its total, after; or, built with XENT_REDUCE (few rows,
@@ -91,10 +92,10 @@ extern "C" __global__ void __launch_bounds__(CR_THREADS, CR_BLOCKS_PER_SM)
 #if CR_CLUSTER > 1
     __cluster_dims__(CR_CLUSTER, 1, 1)
 #endif
-        cross_entropy_held(const elem_t* x, elem_t* dx, const target_t* __restrict__ target, i64 ld_dx, i64 ld_t,
-                           i64 ignore_index, float smoothing, float z_loss, const float* __restrict__ scale,
+        cross_entropy_held(const elem_t* x, elem_t* dx, const target_t* __restrict__ target,
                            float* __restrict__ loss, float* __restrict__ lse_out, unsigned* __restrict__ ticket,
-                           float* __restrict__ total_out, i64 mean, i64 rows, i64 n, i64 ld_x) {
+                           float* __restrict__ total_out, i64 ld_dx, i64 ld_t, i64 ignore_index, float smoothing,
+                           float z_loss, const float* __restrict__ scale, i64 mean, i64 rows, i64 n, i64 ld_x) {
     __shared__ PushedExchange<CR_CLUSTER, CR_THREADS / 32, LossStats> ex;
     const unsigned rank = cluster_rank<CR_CLUSTER>();
     const i64 row = blockIdx.x / CR_CLUSTER + (i64)blockIdx.y * (gridDim.x / CR_CLUSTER);

@@ -48,7 +48,7 @@ from .arrays import (
 from .device import device_info, require_device
 from .problem import REDUCTIONS, Shape
 from .scratch import CallMemory
-from .variants.cross_entropy import LossBuffers, LossLauncher, LossOptions, cross_entropy_launch
+from .variants.cross_entropy import LossBuffers, LossLauncher, LossOptions
 from .variants.resources import LINE_BYTES
 
 _FLOAT32 = np.dtype(np.float32)
@@ -60,7 +60,7 @@ _launchers = LauncherCache()
 def _make_launcher(key: tuple) -> LossLauncher:
     device, shape, target_bytes = key
     dev = device_info(device)
-    return cross_entropy_launch(shape, dev, target_bytes)
+    return LossLauncher(shape, dev, target_bytes)
 
 
 def cross_entropy(logits, target, *, ignore_index: int = -100, reduction: str = "mean",
@@ -223,13 +223,16 @@ def _remember(asked: tuple, xv: ArrayView, tv: ArrayView, gv: ArrayView | None, 
 
     new_loss = _output_maker(torch_out, (rows,) if per_row else (), _FLOAT32, device, None)
     new_lse = _output_maker(torch_out, (rows,), _FLOAT32, device, None) if return_lse else None
+    run = launch.repeat(options, ld_target, gv is not None, ld_grad)
 
     def call(x_ptr: int, t_ptr: int, g_ptr: int, stream):
         stream, on_torch_stream = _repeat_stream(stream, torch_out, device)
         loss, loss_ptr = new_loss(stream, on_torch_stream)
         lse, lse_ptr = new_lse(stream, on_torch_stream) if return_lse else (None, 0)
-        launch(LossBuffers(x_ptr, t_ptr, ld_target, loss_ptr if per_row else 0, 0 if per_row else loss_ptr, lse_ptr,
-                           g_ptr, ld_grad), options, stream)
+        if per_row:
+            run(x_ptr, t_ptr, g_ptr, loss_ptr, 0, lse_ptr, stream)
+        else:
+            run(x_ptr, t_ptr, g_ptr, 0, loss_ptr, lse_ptr, stream)
         return (loss, lse) if return_lse else loss
 
     if len(_calls) >= _CALLS_MAX:

@@ -106,12 +106,18 @@ def ticket(memory: CallMemory) -> tuple[int, int]:
     if memory.captured:
         base = memory.filled_words(_TICKET_WORDS // 2, 0).data.ptr
         return base, base + 128
-    stream = memory.stream.ptr
+    return stream_ticket(memory.stream)
+
+
+def stream_ticket(stream) -> tuple[int, int]:
+    """ticket's word and room for a launch on `stream` (a cupy.cuda.Stream) that is not being
+    captured: the stream's own, kept for the process."""
+    stream_ptr = stream.ptr
     # cudaStreamPerThread is a stream of each host thread under one handle: a word for each
-    key = (runtime.getDevice(), stream, threading.get_ident() if stream == runtime.streamPerThread else 0)
+    key = (runtime.getDevice(), stream_ptr, threading.get_ident() if stream_ptr == runtime.streamPerThread else 0)
     words = _tickets.get(key)
     if words is None:
-        with _tickets_lock, memory.stream:
+        with _tickets_lock, stream:
             words = _tickets.setdefault(key, cupy.zeros(_TICKET_WORDS, np.uint32))
     base = words.data.ptr
     return base, base + 128

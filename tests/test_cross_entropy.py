@@ -166,6 +166,77 @@ def test_every_row_ignored_is_a_nan_mean_and_a_zero_sum():
     assert both["loss"] == 0 and not both["grad"].any()
 
 
+@pytest.mark.parametrize("rows", [5, 513], ids=["one-launch", "count-and-total"])
+@pytest.mark.parametrize("reduction, smoothing, z, grad", [("mean", 0.0, 0.0, True), ("sum", 0.1, 1e-3, False),
+                                                           ("none", 0.2, 0.0, True), ("none", 0.0, 2e-2, False)])
+def test_a_repeated_call_launches_the_cells_of_the_general_call(monkeypatch, rows, reduction, smoothing, z, grad):
+    """LossLauncher.repeat (the options' cells set once, a call setting the pointers) hands
+    the driver the held kernel's arguments that the general call would, launch for launch,
+    and under capture takes the general call (the graph's own ticket word).  No GPU: the
+    driver and the kernels faked, the cells read back at each launch."""
+    import ctypes
+    from types import SimpleNamespace
+
+    from softmax_lab import scratch
+    from softmax_lab.variants.base import PreparedLaunch
+
+    cp = pytest.importorskip("cupy")
+    launches, state = [], {"capturing": 0, "memory": 1 << 40}
+    cell_counts = {10: 5, 11: 4}  # the count's and the total's cells; the held kernels' 17
+
+    def launch_kernel(function, *args):
+        n = cell_counts.get(function, 17)
+        cells = (ctypes.c_void_p * n).from_address(args[-2])
+        launches.append((function, [ctypes.c_int64.from_address(cells[i]).value for i in range(n)]))
+
+    def scratch_array(memory, shape, dtype):  # the call's scratch at made-up addresses, in order
+        state["memory"] += 1 << 20
+        return SimpleNamespace(data=SimpleNamespace(ptr=state["memory"]), nbytes=8)
+
+    monkeypatch.setattr(cp.cuda.driver, "launchKernel", launch_kernel)
+    monkeypatch.setattr(cp.cuda.runtime, "streamIsCapturing", lambda s: state["capturing"])
+    monkeypatch.setattr(cp.cuda.runtime, "getDevice", lambda: 0)
+    monkeypatch.setattr(cp.cuda.runtime, "memsetAsync", lambda *a: None)
+    monkeypatch.setattr(scratch.CallMemory, "empty", scratch_array)
+    stream = SimpleNamespace(ptr=77)
+    monkeypatch.setitem(scratch._tickets, (0, 77, 0), SimpleNamespace(data=SimpleNamespace(ptr=1 << 36)))
+    vocab, ld_target, ld_grad = 50257, 3, 50264
+
+    class Launcher(layouts.LossLauncher):  # the held launches of a device that holds the row, and no other
+        def __init__(self):
+            self.shape = Shape(rows, vocab, vocab, ld_grad, itemsize=4, dtype="float32")
+            self._count = PreparedLaunch(SimpleNamespace(ptr=10), (1,), (1024,), (0, 0, 0, 0, rows))
+            self._total = PreparedLaunch(SimpleNamespace(ptr=11), (1,), (1024,), (0, 0, 0, rows))
+
+        def held(self, grad, reduce):
+            if reduce and rows > 512:
+                return None
+            return PreparedLaunch(SimpleNamespace(ptr=20 + 2 * grad + reduce), (rows * 4, 1), (512,),
+                                  (0,) * 14 + (rows, vocab, vocab))
+
+    launcher = Launcher()
+    options = layouts.LossOptions(-7, reduction, smoothing, z)
+    per_row = reduction == "none"
+    run = launcher.repeat(options, ld_target, grad, ld_grad)
+    for capturing in (0, 1):
+        state["capturing"] = capturing
+        for x, t, g, loss, lse in [(1 << 30, 1 << 31, 1 << 32 if grad else 0, 1 << 33, 0), (5 << 30, 5 << 31,
+                                   5 << 32 if grad else 0, 5 << 33, 5 << 34)]:
+            buffers = layouts.LossBuffers(x, t, ld_target, loss if per_row else 0, 0 if per_row else loss, lse,
+                                          g, ld_grad)
+            del launches[:]
+            state["memory"] = 1 << 40
+            launcher(buffers, options, stream)
+            general = list(launches)
+            del launches[:]
+            state["memory"] = 1 << 40
+            run(x, t, g, loss if per_row else 0, 0 if per_row else loss, lse, stream)
+            assert launches == general and general
+            held = [cells for function, cells in general if function >= 20]
+            assert len(held) == 1 and held[0][:3] == [x, g, t] and held[0][4] == lse
+            assert held[0][7:12] == [ld_grad, ld_target, -7, layouts.float_bits(smoothing), layouts.float_bits(z)]
+
+
 # ------------------------------------------------------------------ on a GPU
 def _cupy():
     import cupy
@@ -252,6 +323,11 @@ def test_every_option(reduction, smoothing, z, target_dtype, shape):
     grad = _cupy().full(x.shape, np.nan, np.float32)
     loss = softmax_lab.cross_entropy(x, t, reduction=reduction, label_smoothing=smoothing, z_loss=z, grad_out=grad)
     _check(x, t, loss, reduction=reduction, smoothing=smoothing, z=z, grad=grad)
+    # the same call on new logits and targets: the repeated call's path, with the options set once
+    x2, t2 = x * 1.5, _targets(*shape, x, target_dtype, seed=5)
+    grad.fill(np.nan)
+    again = softmax_lab.cross_entropy(x2, t2, reduction=reduction, label_smoothing=smoothing, z_loss=z, grad_out=grad)
+    _check(x2, t2, again, reduction=reduction, smoothing=smoothing, z=z, grad=grad)
     # ignore_index other than torch's, and the loss alone (no gradient pass)
     t2 = t.copy()
     t2[t2 == -100] = 5

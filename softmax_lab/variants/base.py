@@ -64,6 +64,13 @@ class PreparedLaunch:
         self._address = ctypes.addressof(self._params)
         self._dims = (function.ptr, *(*grid, 1, 1)[:3], *(*block, 1, 1)[:3], smem)  # launchKernel's first 8
         self._lock = threading.Lock()
+        self._made = function, grid, block, smem
+
+    def with_values(self, values: tuple) -> PreparedLaunch:
+        """A launch of the same kernel, grid and block with cells of its own: the first
+        len(values) set to `values`, the rest as this one's (for a caller that sets some cells
+        once and the others on every call)."""
+        return PreparedLaunch(*self._made[:3], (*values, *self._values[len(values):]), self._made[3])
 
     def __call__(self, stream, *values) -> None:
         """Launch on `stream` with the first len(values) arguments set to `values` (the rest

@@ -17,7 +17,6 @@ Two layouts, by row length and device:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -28,7 +27,7 @@ import numpy as np
 from .. import loader
 from ..device import DeviceInfo
 from ..problem import Shape, kernel_defines
-from ..scratch import TICKET_ROWS, CallMemory, ticket
+from ..scratch import TICKET_ROWS, CallMemory, capturing, stream_ticket, ticket
 from .base import DEVICE_REFUSALS, PreparedLaunch, cluster_kernel, float_bits, ptr, resident_groups
 from .cluster_row import RowClusterPlan, cluster_row_plan
 from .multi_block import chunk_grids, row_stats_plan
@@ -65,7 +64,9 @@ class LossBuffers(NamedTuple):  # a tuple: made on every call, where a frozen da
     ld_grad: int = 0
 
 
-LossLauncher = Callable[[LossBuffers, LossOptions, cupy.cuda.Stream], None]
+# run(x, target, grad, loss_rows, total, lse, stream): a repeated call's launches, for
+# the options and layout it was made for (LossLauncher.repeat), its pointers given
+RepeatLaunch = Callable[[int, int, int, int, int, int, cupy.cuda.Stream], None]
 
 
 def held_plan(shape: Shape, dev: DeviceInfo) -> RowClusterPlan | None:
@@ -81,27 +82,39 @@ def passes(shape: Shape, dev: DeviceInfo, grad: bool) -> tuple[int, int]:
     return (1, 1) if held_plan(shape, dev) else (2, 1)
 
 
-def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> LossLauncher:
-    """launcher(buffers, options, stream): the launches of one call (LossBuffers, LossOptions).
-    The held kernel, the count and the total launch prepared (PreparedLaunch), so that a small
-    call costs little more than its launches; the chunks' kernels through CuPy."""
-    defines = kernel_defines(shape.dtype, "softmax") | {"XENT_TARGET_BYTES": target_bytes}
-    get = lambda entry: loader.get_kernel("cross_entropy.cu", entry, defines, device_id=dev.id).kernel
-    rows, cols, ld_x = np.int64(shape.rows), np.int64(shape.cols), np.int64(shape.ld_x)
-    count = PreparedLaunch(get("cross_entropy_count"), (1,), (ONE_BLOCK,), (0, 0, 0, 0, shape.rows))
-    total = PreparedLaunch(get("cross_entropy_total"), (1,), (ONE_BLOCK,), (0, 0, 0, shape.rows))
+class LossLauncher:
+    """The launches of a call on logits of one shape on one device: launcher(buffers, options,
+    stream).  The held kernel, the count and the total launch prepared (PreparedLaunch), so that
+    a small call costs little more than its launches; the chunks' kernels through CuPy."""
 
-    @functools.cache
-    def held(grad: bool, reduce: bool) -> PreparedLaunch | None:
+    def __init__(self, shape: Shape, dev: DeviceInfo, target_bytes: int):
+        self.shape, self.dev, self.target_bytes = shape, dev, target_bytes
+        self._defines = kernel_defines(shape.dtype, "softmax") | {"XENT_TARGET_BYTES": target_bytes}
+        self._count = PreparedLaunch(self._get("cross_entropy_count"), (1,), (ONE_BLOCK,), (0, 0, 0, 0, shape.rows))
+        self._total = PreparedLaunch(self._get("cross_entropy_total"), (1,), (ONE_BLOCK,), (0, 0, 0, shape.rows))
+        self._held: dict[tuple[bool, bool], PreparedLaunch | None] = {}
+        self._chunked = None
+
+    def _get(self, entry: str):
+        return loader.get_kernel("cross_entropy.cu", entry, self._defines, device_id=self.dev.id).kernel
+
+    def held(self, grad: bool, reduce: bool) -> PreparedLaunch | None:
         """The held layout's launch (with the count and the total where `reduce` and the rows
         are few), or None where the device cannot run it."""
+        key = grad, reduce
+        if key not in self._held:
+            self._held[key] = self._held_launch(grad, reduce)
+        return self._held[key]
+
+    def _held_launch(self, grad: bool, reduce: bool) -> PreparedLaunch | None:
+        shape, dev = self.shape, self.dev
         plan = held_plan(shape, dev)
         if plan is None or (reduce and shape.rows > min(plan.threads, TICKET_ROWS)):
             return None
         try:
             kernel = cluster_kernel("cross_entropy_held.cu", plan, dev, shape,
-                                    {"SOFTMAX_LOG": 1, "XENT_TARGET_BYTES": target_bytes, "XENT_GRAD": int(grad),
-                                     "XENT_REDUCE": int(reduce)})
+                                    {"SOFTMAX_LOG": 1, "XENT_TARGET_BYTES": self.target_bytes,
+                                     "XENT_GRAD": int(grad), "XENT_REDUCE": int(reduce)})
             if resident_groups(plan, kernel, dev) < 1:
                 return None
         except DEVICE_REFUSALS:  # a cluster size or a block the device refuses: the chunks run
@@ -110,15 +123,19 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
         grid = (per_line * plan.cluster, -(-shape.rows // per_line))
         return PreparedLaunch(kernel.kernel, grid, (plan.threads,), (0,) * 14 + (shape.rows, shape.cols, shape.ld_x))
 
-    @functools.cache
-    def chunked():
-        plan = row_stats_plan(shape, dev)
-        chunks, item_grid, row_grid = chunk_grids(shape, plan)
-        kernels = get("cross_entropy_partials"), get("cross_entropy_rows"), get("cross_entropy_grad")
-        return kernels, plan, chunks, item_grid, row_grid
+    def _chunks(self):
+        if self._chunked is None:
+            plan = row_stats_plan(self.shape, self.dev)
+            kernels = self._get("cross_entropy_partials"), self._get("cross_entropy_rows"), \
+                self._get("cross_entropy_grad")
+            self._chunked = kernels, plan, *chunk_grids(self.shape, plan)
+        return self._chunked
 
-    def launch_chunked(out: LossBuffers, options: LossOptions, scale: int, loss_rows: int, memory, stream) -> None:
-        (partials_k, rows_k, grad_k), plan, chunks, item_grid, row_grid = chunked()
+    def _launch_chunked(self, out: LossBuffers, options: LossOptions, scale: int, loss_rows: int, memory,
+                        stream) -> None:
+        (partials_k, rows_k, grad_k), plan, chunks, item_grid, row_grid = self._chunks()
+        shape = self.shape
+        rows, cols, ld_x = np.int64(shape.rows), np.int64(shape.cols), np.int64(shape.ld_x)
         ignore, ld_t = np.int64(options.ignore_index), np.int64(out.ld_target)
         n_chunk_vecs, n_chunks = np.int64(plan.chunk_vecs), np.int64(chunks)
         partials = memory.empty((shape.rows * chunks, 3), cupy.float32)
@@ -133,27 +150,62 @@ def cross_entropy_launch(shape: Shape, dev: DeviceInfo, target_bytes: int) -> Lo
                                                 np.int64(out.ld_grad), ld_t, n_chunk_vecs, n_chunks, ignore,
                                                 row_grad), stream=stream)
 
-    def launch(out: LossBuffers, options: LossOptions, stream) -> None:
+    def __call__(self, out: LossBuffers, options: LossOptions, stream) -> None:
         mean, grad = options.reduction == "mean", bool(out.grad)
-        per_call = (out.x, out.grad, out.target, out.ld_grad, out.ld_target, options.ignore_index,
-                    float_bits(options.label_smoothing), float_bits(options.z_loss))
         with CallMemory(stream) as memory:
-            one_launch = held(grad, True) if out.total else None
+            one_launch = self.held(grad, True) if out.total else None
             if one_launch is not None:
                 word, room = ticket(memory)
-                one_launch(stream, *per_call, 0, out.loss_rows or room, out.lse, word, out.total, int(mean))
+                one_launch(stream, out.x, out.grad, out.target, out.loss_rows or room, out.lse, word, out.total,
+                           *_held_options(out.ld_grad, out.ld_target, options), 0, int(mean))
                 return
             scale = 0  # (1 / count, count) for a mean
             if mean:
                 scale = memory.empty(2, cupy.float32).data.ptr
-                count(stream, out.target, out.ld_target, options.ignore_index, scale)
-            loss_rows = out.loss_rows or memory.empty(shape.rows, cupy.float32).data.ptr
-            held_launch = held(grad, False)
+                self._count(stream, out.target, out.ld_target, options.ignore_index, scale)
+            loss_rows = out.loss_rows or memory.empty(self.shape.rows, cupy.float32).data.ptr
+            held_launch = self.held(grad, False)
             if held_launch is None:
-                launch_chunked(out, options, scale, loss_rows, memory, stream)
+                self._launch_chunked(out, options, scale, loss_rows, memory, stream)
             else:
-                held_launch(stream, *per_call, scale, loss_rows, out.lse, 0, 0, 0)
+                held_launch(stream, out.x, out.grad, out.target, loss_rows, out.lse, 0, 0,
+                            *_held_options(out.ld_grad, out.ld_target, options), scale, 0)
             if out.total:
-                total(stream, loss_rows, scale, out.total)
+                self._total(stream, loss_rows, scale, out.total)
 
-    return launch
+    def repeat(self, options: LossOptions, ld_target: int, grad: bool, ld_grad: int) -> RepeatLaunch:
+        """run(x, target, grad, loss_rows, total, lse, stream): calls with `options`, a target
+        of row pitch ld_target, and a gradient (of row pitch ld_grad) or none, their pointers
+        given.  Where such a call is one held launch, a launch of its own with the options'
+        cells set once: a call sets the seven pointers and launches (with a total, outside
+        capture, on the stream's ticket word; under capture the general call)."""
+        mean, reduced_here = options.reduction == "mean", options.reduction != "none"
+        one_launch = self.held(grad, True) if reduced_here else self.held(grad, False)
+
+        def general(x: int, target: int, g: int, loss_rows: int, total: int, lse: int, stream) -> None:
+            self(LossBuffers(x, target, ld_target, loss_rows, total, lse, g, ld_grad), options, stream)
+
+        if one_launch is None:
+            return general
+        own = one_launch.with_values((0,) * 7 + (*_held_options(ld_grad, ld_target, options), 0, int(mean)))
+        if not reduced_here:  # each row's loss: no scratch
+            def each_row(x: int, target: int, g: int, loss_rows: int, total: int, lse: int, stream) -> None:
+                own(stream, x, g, target, loss_rows, lse, 0, 0)
+
+            return each_row
+
+        def reduced(x: int, target: int, g: int, loss_rows: int, total: int, lse: int, stream) -> None:
+            if capturing(stream):
+                general(x, target, g, loss_rows, total, lse, stream)
+                return
+            word, room = stream_ticket(stream)
+            own(stream, x, g, target, loss_rows or room, lse, word, total)
+
+        return reduced
+
+
+def _held_options(ld_grad: int, ld_target: int, options: LossOptions) -> tuple[int, ...]:
+    """The held kernel's cells after the seven pointers, up to its scale: the row pitches,
+    ignore_index and the two coefficients' float32 bits."""
+    return (ld_grad, ld_target, options.ignore_index, float_bits(options.label_smoothing),
+            float_bits(options.z_loss))
