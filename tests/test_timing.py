@@ -40,8 +40,8 @@ def test_loop_times_divide_each_loop_by_its_calls_between_two_synchronizations()
 
     ms, out = timing.loop_times(call, lambda: syncs.append(len(calls)), repeats=4, warmup=2, calls=5,
                                 before_timed=lambda: seen.append(len(calls)))
-    assert len(ms) == 4 and len(calls) == 22 and out == 22 and seen == [2]
-    assert syncs == [2, 7, 7, 12, 12, 17, 17, 22]  # around each loop of 5
+    assert len(ms) == 4 and len(calls) == 30 and out == 30 and seen == [10]  # two untimed loops first
+    assert syncs == [10, 15, 15, 20, 20, 25, 25, 30]  # around each loop of 5
     assert all(0.9 <= t < 20 for t in ms)  # about 1 ms a call: the loop's time over its 5 calls
 
 

@@ -518,7 +518,8 @@ def versions(torch=None) -> dict:
 def method(repeats: int, warmup: int, seed: int, host_calls: int = 0, loop: int = 0) -> dict:
     timer = ("a pair of CUDA events around each call, calls back to back on one stream; median, min, max" if not loop
              else f"the wall time of a loop of {loop} back-to-back calls on one stream, host included, divided by "
-                  f"{loop} (time.perf_counter between two synchronizations); median, min, max of the loops")
+                  f"{loop} (time.perf_counter between two synchronizations), after `warmup` untimed loops; "
+                  f"median, min, max of the loops")
     return {
         "repeats": repeats, "warmup": warmup, "seed": seed, "check_rows": CHECK_ROWS, "tolerance": TOLERANCE,
         "row_sum_tolerance": ROW_SUM_TOLERANCE, "host_calls": host_calls or None,

@@ -47,9 +47,10 @@ def gpu_times(call, stream, repeats: int, warmup: int, before_timed=None) -> tup
 def loop_times(call, synchronize, repeats: int, warmup: int, calls: int, before_timed=None) -> tuple[list[float], object]:
     """(milliseconds a call of each of `repeats` loops of `calls` back-to-back calls, host
     included, the last call's output): a small call's cost as a caller's loop sees it, the
-    larger of its host time and its GPU time.  `warmup` calls, before_timed(), then each
-    loop between two synchronize() (which wait for the GPU) and time.perf_counter()."""
-    for _ in range(warmup):
+    larger of its host time and its GPU time.  `warmup` untimed loops (whole loops, so that a
+    GPU that idled has raised its clock before the first timed one), before_timed(), then
+    each loop between two synchronize() (which wait for the GPU) and time.perf_counter()."""
+    for _ in range(warmup * calls):
         call()
     if before_timed is not None:
         before_timed()
