@@ -179,7 +179,8 @@ def _common(p: argparse.ArgumentParser, default_names: str) -> None:
                         f"two-read adds) always runs; a name of another op is left out. Known: {known}")
     p.add_argument("--repeats", type=_repeats, default=bench.REPEATS,
                    help=f"timed calls per candidate, at least {bench.MIN_REPEATS}")
-    p.add_argument("--warmup", type=_non_negative, default=bench.WARMUP, help="untimed calls before the timed ones (with --loop: untimed loops)")
+    p.add_argument("--warmup", type=_non_negative, default=bench.WARMUP,
+                   help="untimed calls before the timed ones (with --loop: untimed loops)")
     p.add_argument("--seed", type=int, default=0, help="seed of the standard normal input")
     p.add_argument("-o", "--output", type=Path, metavar="PATH", help="write the results JSON here (atomically; default: not saved)")
     out = p.add_mutually_exclusive_group()
