@@ -91,12 +91,14 @@ def _cross_entropy_held_plans():
                      300003, 393216, 600000, 786432):
             for rows in (1, 32, 4096):
                 for dtype in ("float32", "bfloat16"):
-                    plan = XENT.held_plan(Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype), dev)
-                    if plan is None:
-                        continue
                     for grad in (False, True):
+                        plan = XENT.held_plan(Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype), dev,
+                                              grad)
+                        if plan is None:
+                            continue
                         for reduce in {False, rows <= plan.threads}:
-                            found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, dtype, grad, reduce), plan)
+                            found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, plan.stream_loads, dtype,
+                                              grad, reduce), plan)
     return sorted(((plan, dtype, grad, reduce) for (*_, dtype, grad, reduce), plan in found.items()),
                   key=lambda p: (p[0].label(), *p[1:]))
 

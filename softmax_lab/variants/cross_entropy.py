@@ -4,9 +4,10 @@ read of the logits, and with it the gradient.
 Two layouts, by row length and device:
   held:    where cluster_row holds the row (sm_90, up to 16 blocks of its block shapes), each
            row in registers across a cluster: the loss from one read, and the gradient
-           written from the registers (1 read + 1 write).  cluster_row_plan's plan, the
-           gradient's build at the loss's blocks per SM: where it spills a few words there,
-           that costs less than a block per SM fewer (notes/TUNING.md#cross-entropy;
+           written from the registers (1 read + 1 write).  cluster_row_plan's plan (the loss
+           alone with evict-first loads: held_plan), the gradient's build at the loss's
+           blocks per SM: where it spills a few words there, that costs less than a block
+           per SM fewer (notes/TUNING.md#cross-entropy;
            tests/test_loader.py compiles the plans of a grid and bounds the spills).  With
            few rows (no more than a block's threads) a mean's or sum's count and total
            are made in the same launch (XENT_REDUCE), so that such a call is one launch;
@@ -18,6 +19,7 @@ Two layouts, by row length and device:
 from __future__ import annotations
 
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -69,10 +71,15 @@ class LossBuffers(NamedTuple):  # a tuple: made on every call, where a frozen da
 RepeatLaunch = Callable[[int, int, int, int, int, int, cupy.cuda.Stream], None]
 
 
-def held_plan(shape: Shape, dev: DeviceInfo) -> RowClusterPlan | None:
-    """The held layout's plan for rows of `shape` on `dev` (the loss's, with its gradient or
-    not), or None where no cluster holds the row."""
-    return cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, 1)
+def held_plan(shape: Shape, dev: DeviceInfo, grad: bool = True) -> RowClusterPlan | None:
+    """The held layout's plan for rows of `shape` on `dev`, or None where no cluster holds the
+    row: cluster_row's forward plan, whose loads keep the logits' lines in L2 (evict-last) for
+    the gradient's stores as they keep x's for softmax's.  The loss alone writes nothing, so
+    no line of the logits is worth keeping: its loads evict first (notes/TUNING.md#cross-entropy)."""
+    plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, 1)
+    if plan is None or grad:
+        return plan
+    return dataclasses.replace(plan, stream_loads=True)
 
 
 def passes(shape: Shape, dev: DeviceInfo, grad: bool) -> tuple[int, int]:
@@ -108,7 +115,7 @@ class LossLauncher:
 
     def _held_launch(self, grad: bool, reduce: bool) -> PreparedLaunch | None:
         shape, dev = self.shape, self.dev
-        plan = held_plan(shape, dev)
+        plan = held_plan(shape, dev, grad)
         if plan is None or (reduce and shape.rows > min(plan.threads, TICKET_ROWS)):
             return None
         try:
