@@ -88,9 +88,11 @@ class RowClusterPlan(HeldRowPlan):
         return f"{self.cluster}x{self.threads}x{self.vpt}x{self.blocks_per_sm}" + ("s" if self.stream_loads else "")
 
 
-def blocks_per_sm(threads: int, vpt: int, arrays: int, itemsize: int, cluster: int) -> int:
-    """Blocks per SM of the register model."""
-    registers = REGISTERS_PER_VECTOR[arrays, itemsize] * vpt + OTHER_REGISTERS[arrays, itemsize]
+def blocks_per_sm(threads: int, vpt: int, arrays: int, itemsize: int, cluster: int, other: int | None = None) -> int:
+    """Blocks per SM of the register model (`other`: the registers besides the vectors, where
+    a kernel on this plan needs other than cluster_row's own)."""
+    other = OTHER_REGISTERS[arrays, itemsize] if other is None else other
+    registers = REGISTERS_PER_VECTOR[arrays, itemsize] * vpt + other
     registers = max(MIN_REGISTERS[arrays], registers + (ONE_BLOCK_REGISTERS if cluster == 1 else 0))
     registers = -(-registers // 8) * 8
     return max(1, min(MAX_BLOCKS_PER_SM, REGISTERS_PER_SM // (threads * registers)))

@@ -31,7 +31,7 @@ from ..device import DeviceInfo
 from ..problem import Shape, kernel_defines
 from ..scratch import TICKET_ROWS, CallMemory, capturing, stream_ticket, ticket
 from .base import DEVICE_REFUSALS, PreparedLaunch, cluster_kernel, float_bits, ptr, resident_groups
-from .cluster_row import RowClusterPlan, cluster_row_plan
+from .cluster_row import RowClusterPlan, blocks_per_sm, cluster_row_plan
 from .multi_block import chunk_grids, row_stats_plan
 from .resources import MAX_GRID_X
 
@@ -71,15 +71,23 @@ class LossBuffers(NamedTuple):  # a tuple: made on every call, where a frozen da
 RepeatLaunch = Callable[[int, int, int, int, int, int, cupy.cuda.Stream], None]
 
 
+# The loss alone's registers besides its vectors (ptxas, NVRTC 13, sm_90, the most registers
+# its builds used without spills): fewer than cluster_row's forward, which writes the row back.
+# tests/test_loader.py compiles the plans of a grid and finds no spill.
+LOSS_OTHER_REGISTERS = {4: 16, 2: 24}
+
+
 def held_plan(shape: Shape, dev: DeviceInfo, grad: bool = True) -> RowClusterPlan | None:
     """The held layout's plan for rows of `shape` on `dev`, or None where no cluster holds the
     row: cluster_row's forward plan, whose loads keep the logits' lines in L2 (evict-last) for
-    the gradient's stores as they keep x's for softmax's.  The loss alone writes nothing, so
-    no line of the logits is worth keeping: its loads evict first (notes/TUNING.md#cross-entropy)."""
+    the gradient's stores as they keep x's for softmax's.  The loss alone writes nothing: its
+    loads evict first (no line of the logits is worth keeping), and it takes the blocks per
+    SM of its own register model (notes/TUNING.md#cross-entropy)."""
     plan = cluster_row_plan(shape.cols, dev, shape.rows, shape.itemsize, 1)
     if plan is None or grad:
         return plan
-    return dataclasses.replace(plan, stream_loads=True)
+    return dataclasses.replace(plan, stream_loads=True, blocks_per_sm=blocks_per_sm(
+        plan.threads, plan.vpt, 1, shape.itemsize, plan.cluster, LOSS_OTHER_REGISTERS[shape.itemsize]))
 
 
 def passes(shape: Shape, dev: DeviceInfo, grad: bool) -> tuple[int, int]:
