@@ -90,7 +90,7 @@ def _cross_entropy_held_plans():
         for cols in (4097, 8191, 13000, 20000, 32000, 50257, 65536, 100003, 128256, 151936, 196609, 262147,
                      300003, 393216, 600000, 786432):
             for rows in (1, 32, 4096):
-                for dtype in ("float32", "bfloat16"):
+                for dtype in ("float32", "bfloat16", "float16"):
                     for grad in (False, True):
                         plan = XENT.held_plan(Shape(rows, cols, cols, cols, itemsize=DTYPES[dtype], dtype=dtype), dev,
                                               grad)
