@@ -20,6 +20,8 @@
 #                                                #   of its logits (an LM head), interleaved rounds, clocks and power
 #   bash benchmarks/record.sh liger loss         # loss.json .log .txt: cross_entropy and cross_entropy_grad, bf16
 #                                                #   and fp32, the issue's vocabularies, against their floors and peers
+#   bash benchmarks/record.sh loss-decode      # loss_decode.json .log .txt: the loss ops at 8-64 rows per call in
+#                                                #   loops of 300 (--loop), host included, beside torch, quack, Liger
 #   bash benchmarks/record.sh profile-loss       # loss_profile.json .log: ncu's passes of cross_entropy_grad, bf16
 #   bash benchmarks/record.sh backward-halves    # backward_halves.json .log .txt: both backward ops in bf16 and fp16
 #                                                #   at issue 49's shapes and others not tuned on, auto beside
@@ -90,6 +92,13 @@ for stage in "$@"; do
         --shape 32x128256 --shape 1000x100003 -o "$OUT/loss.json" > "$OUT/loss.log" 2>&1
       echo "loss rc=$?"
       lab report --table "$OUT/loss.json" | tee "$OUT/loss.txt" ;;
+    loss-decode)  # few-row losses per call in loops of 300, host included: what a training loop pays for a call
+      timeout 400 python3 -m softmax_lab sweep --op loss --loop 300 --repeats 20 --clocks --dtype bfloat16,float32 \
+        --no-progress --variants auto,torch.cross_entropy,quack.cross_entropy,liger.cross_entropy \
+        --shape 32x128256 --shape 8x50257 --shape 16x32000 --shape 64x151936 \
+        -o "$OUT/loss_decode.json" > "$OUT/loss_decode.log" 2>&1
+      echo "loss-decode rc=$?"
+      lab report --table "$OUT/loss_decode.json" | tee "$OUT/loss_decode.txt" ;;
     decode)  # issue 49's decode-sized calls: per call in loops of 300, host included, beside torch and quack
       timeout 440 python3 -m softmax_lab sweep --loop 300 --repeats 20 --clocks --dtype bfloat16,float32 \
         --op softmax,softmax_backward --no-progress \
