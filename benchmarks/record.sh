@@ -20,7 +20,7 @@
 #                                                #   of its logits (an LM head), interleaved rounds, clocks and power
 #   bash benchmarks/record.sh liger loss         # loss.json .log .txt: cross_entropy and cross_entropy_grad, bf16
 #                                                #   and fp32, the vocabularies, against their floors and peers
-#   bash benchmarks/record.sh loss-decode      # loss_decode.json .log .txt: the loss ops at 8-64 rows per call in
+#   bash benchmarks/record.sh loss-decode        # loss_decode.json .log .txt: the loss ops at 8-64 rows per call in
 #                                                #   loops of 300 (--loop), host included, beside torch, quack, Liger
 #   bash benchmarks/record.sh profile-loss       # loss_profile.json .log: ncu's passes of cross_entropy_grad, bf16
 #   bash benchmarks/record.sh backward-halves    # backward_halves.json .log .txt: both backward ops in bf16 and fp16
