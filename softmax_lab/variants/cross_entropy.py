@@ -195,7 +195,7 @@ class LossLauncher:
         cells set once: a call sets the seven pointers and launches (with a total, outside
         capture, on the stream's ticket word; under capture the general call)."""
         mean, reduced_here = options.reduction == "mean", options.reduction != "none"
-        one_launch = self.held(grad, True) if reduced_here else self.held(grad, False)
+        one_launch = self.held(grad, reduced_here)
 
         def general(x: int, target: int, g: int, loss_rows: int, total: int, lse: int, stream) -> None:
             self(LossBuffers(x, target, ld_target, loss_rows, total, lse, g, ld_grad), options, stream)
