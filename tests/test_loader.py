@@ -97,8 +97,7 @@ def _cross_entropy_held_plans():
                         if plan is None:
                             continue
                         for reduce in {False, rows <= plan.threads}:
-                            found.setdefault((plan.threads, plan.vpt, plan.blocks_per_sm, plan.stream_loads, dtype,
-                                              grad, reduce), plan)
+                            found.setdefault((plan.label(), dtype, grad, reduce), plan)  # the label names the cluster
     return sorted(((plan, dtype, grad, reduce) for (*_, dtype, grad, reduce), plan in found.items()),
                   key=lambda p: (p[0].label(), *p[1:]))
 
