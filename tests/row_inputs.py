@@ -1,5 +1,8 @@
-"""Inputs the row-statistics and loss tests share: a GPU array's interface without memory
-(for the checks made before any device), and seeded random rows in any dtype."""
+"""Inputs the tests share: a GPU array's interface without memory (for the checks made
+before any device), a CuPy array's fields without memory (for the repeated calls' lookups),
+and seeded random rows in any dtype."""
+
+from types import SimpleNamespace
 
 import pytest
 
@@ -9,6 +12,22 @@ class FakeGpuArray:
 
     def __init__(self, shape, typestr="<f4"):
         self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (1 << 30, False), "version": 3}
+
+
+class FakeCupyArray:
+    """What a repeated call's lookup reads of a cupy.ndarray, C-contiguous, and no memory: for
+    the lookup's tests with `cupy.ndarray` patched to this class."""
+
+    def __init__(self, ptr, shape, dtype="float32"):
+        import numpy as np
+
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        strides, step = [], self.dtype.itemsize
+        for n in reversed(self.shape):
+            strides.insert(0, step)
+            step *= n
+        self.strides = tuple(strides)
+        self.data = SimpleNamespace(ptr=ptr, device_id=0)
 
 
 def random_rows(shape, dtype="float32", scale=3.0, seed=0):

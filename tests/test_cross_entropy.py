@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from devices import A100, H200
 from emulate import cross_entropy_row
-from row_inputs import FakeGpuArray, random_rows
+from row_inputs import FakeCupyArray, FakeGpuArray, random_rows
 from sanitizer import run_sanitized
 
 import softmax_lab
@@ -235,6 +235,77 @@ def test_a_repeated_call_launches_the_cells_of_the_general_call(monkeypatch, row
             held = [cells for function, cells in general if function >= 20]
             assert len(held) == 1 and held[0][:3] == [x, g, t] and held[0][4] == lse
             assert held[0][7:12] == [ld_grad, ld_target, -7, layouts.float_bits(smoothing), layouts.float_bits(z)]
+
+
+def test_a_remembered_loss_call_is_found_only_for_its_layouts_and_keywords(monkeypatch):
+    """The loss's repeated call's lookup (cross_entropy._repeat_call), CuPy's array type,
+    allocation, device and stream faked: a call with the remembered layouts, alignments and
+    keywords and a grad_out clear of the logits runs with its own pointers; another logits
+    shape, target dtype, keyword (or a keyword's type), grad_out overlapping the logits or
+    none takes the checked path.  No GPU."""
+    import importlib
+
+    cupy = pytest.importorskip("cupy")
+    CE = importlib.import_module("softmax_lab.cross_entropy")  # the module, not the function of its name
+
+    class Stream:
+        ptr = 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    stream, made = Stream(), []
+
+    def empty(shape, dtype="float32"):
+        made.append(FakeCupyArray((1 << 40) + 256 * len(made), shape if isinstance(shape, tuple) else (shape,),
+                                  dtype))
+        return made[-1]
+
+    monkeypatch.setattr(cupy, "ndarray", FakeCupyArray)
+    monkeypatch.setattr(cupy, "empty", empty)
+    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda device=-1: stream)
+    monkeypatch.setattr(CE, "_calls", {})
+    runs = []
+
+    class Launcher:
+        def repeat(self, options, ld_target, grad, ld_grad):
+            return lambda x, t, g, loss_rows, total, lse, s: runs.append((x, t, g, loss_rows, s))
+
+    b, rows, vocab = 1 << 30, 6, 50257
+    extent = rows * vocab * 4  # the logits' bytes
+
+    def arrays(at):
+        return (FakeCupyArray(at, (rows, vocab)), FakeCupyArray(at + (1 << 24), (rows,), "int64"),
+                FakeCupyArray(at + (1 << 25), (rows, vocab)))
+
+    x, t, g = arrays(b)
+    asked = (int, -100, str, "none", float, 0.0, float, 0.0, False)
+    options = CE.loss_options(-100, "none", 0.0, 0.0)
+    CE._remember(asked, CE.describe(x, "logits"), CE.describe(t, "target"), CE.describe(g, "grad_out"), options, 0,
+                 Launcher(), vocab)
+
+    x2, t2, g2 = arrays(b + (1 << 28))
+    loss = softmax_lab.cross_entropy(x2, t2, reduction="none", grad_out=g2)
+    assert loss is made[-1] and loss.shape == (rows,)
+    assert runs == [(x2.data.ptr, t2.data.ptr, g2.data.ptr, loss.data.ptr, stream)]
+    misses = {
+        "another vocab": (FakeCupyArray(b, (rows, vocab + 1)), t2, FakeCupyArray(b + (1 << 25), (rows, vocab + 1)),
+                          asked),
+        "int32 targets": (x2, FakeCupyArray(t2.data.ptr, (rows,), "int32"), g2, asked),
+        "a mean": (x2, t2, g2, (int, -100, str, "mean", float, 0.0, float, 0.0, False)),
+        "ignore_index True": (x2, t2, g2, (bool, True, str, "none", float, 0.0, float, 0.0, False)),
+        "an integer z_loss": (x2, t2, g2, (int, -100, str, "none", float, 0.0, int, 0, False)),
+        "return_lse": (x2, t2, g2, asked[:-1] + (True,)),
+        "no grad_out": (x2, t2, None, asked),
+        "grad_out overlapping": (x2, t2, FakeCupyArray(x2.data.ptr + extent // 16 * 16 - 16, (rows, vocab)), asked),
+    }
+    for what, (xa, ta, ga, asked_here) in misses.items():
+        assert CE._repeat_call(xa, ta, ga, asked_here, None) is CE._MISS, what
+    assert len(runs) == 1
 
 
 # ------------------------------------------------------------------ on a GPU

@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import pytest
+from row_inputs import FakeCupyArray
 
 import softmax_lab
 from softmax_lab import api, arrays, loader
@@ -104,17 +105,6 @@ def test_misaligned_pointers_and_strides_are_refused():
         api.plan_call(_view(b, (2, 8), (32, 4)), _view(b + 4098, (2, 8), (32, 4)), 1)
 
 
-class _FakeCupyArray:
-    """What the repeated call's lookup reads of a cupy.ndarray (no GPU memory)."""
-
-    def __init__(self, ptr, shape, dtype=F32):
-        from types import SimpleNamespace
-
-        self.shape, self.dtype = shape, np.dtype(dtype)
-        self.strides = (shape[1] * self.dtype.itemsize, self.dtype.itemsize)
-        self.data = SimpleNamespace(ptr=ptr, device_id=0)
-
-
 def test_a_remembered_call_is_found_only_for_its_layouts_and_aliasing(monkeypatch):
     """The repeated call's lookup (api._repeat_call), CuPy's array type, device and stream faked:
     a call with the remembered layouts and alignments and an out clear of x launches with its own
@@ -124,13 +114,13 @@ def test_a_remembered_call_is_found_only_for_its_layouts_and_aliasing(monkeypatc
 
     cupy = pytest.importorskip("cupy")
     stream = SimpleNamespace(ptr=0)
-    monkeypatch.setattr(cupy, "ndarray", _FakeCupyArray)
+    monkeypatch.setattr(cupy, "ndarray", FakeCupyArray)
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
     monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda device=-1: stream)
     monkeypatch.setattr(api, "_calls", {})
     launched = []
     b, rows, cols = 1 << 30, 8, 1000
-    x, y = _FakeCupyArray(b, (rows, cols)), _FakeCupyArray(b + (1 << 20), (rows, cols))
+    x, y = FakeCupyArray(b, (rows, cols)), FakeCupyArray(b + (1 << 20), (rows, cols))
 
     def view(a):
         return api.ArrayView(a.data.ptr, a.shape, a.strides, a.dtype, 0, "cupy", a)
@@ -138,21 +128,21 @@ def test_a_remembered_call_is_found_only_for_its_layouts_and_aliasing(monkeypatc
     plan = api.CallPlan(1, rows, cols, False, False, cols, cols, x.data.ptr, y.data.ptr)
     api._remember(view(x), view(y), plan, 0, "auto", lambda x_ptr, y_ptr, s: launched.append((x_ptr, y_ptr, s)))
 
-    x2, y2 = _FakeCupyArray(b + (7 << 20), (rows, cols)), _FakeCupyArray(b + (9 << 20), (rows, cols))
+    x2, y2 = FakeCupyArray(b + (7 << 20), (rows, cols)), FakeCupyArray(b + (9 << 20), (rows, cols))
     assert softmax_lab.softmax(x2, out=y2) is y2
     assert launched == [(x2.data.ptr, y2.data.ptr, stream)]
     extent = rows * cols * 4
     misses = {
-        "another shape": (_FakeCupyArray(b, (rows, cols + 1)), -1, "auto", _FakeCupyArray(b + extent, (rows, cols + 1)),
+        "another shape": (FakeCupyArray(b, (rows, cols + 1)), -1, "auto", FakeCupyArray(b + extent, (rows, cols + 1)),
                           "softmax"),
-        "another dtype": (_FakeCupyArray(b, (rows, cols), np.float16), -1, "auto",
-                          _FakeCupyArray(b + extent, (rows, cols), np.float16), "softmax"),
+        "another dtype": (FakeCupyArray(b, (rows, cols), "float16"), -1, "auto",
+                          FakeCupyArray(b + extent, (rows, cols), "float16"), "softmax"),
         "another axis": (x2, 0, "auto", y2, "softmax"),
         "another variant": (x2, -1, "two_pass", y2, "softmax"),
         "another op": (x2, -1, "auto", y2, "log_softmax"),
-        "x on another line offset": (_FakeCupyArray(b + 16, (rows, cols)), -1, "auto", y2, "softmax"),
+        "x on another line offset": (FakeCupyArray(b + 16, (rows, cols)), -1, "auto", y2, "softmax"),
         "out at x": (x2, -1, "auto", x2, "softmax"),
-        "out overlapping x": (x2, -1, "auto", _FakeCupyArray(x2.data.ptr + extent - 16, (rows, cols)), "softmax"),
+        "out overlapping x": (x2, -1, "auto", FakeCupyArray(x2.data.ptr + extent - 16, (rows, cols)), "softmax"),
         "no out": (x2, -1, "auto", None, "softmax"),
     }
     for what, (xa, axis, variant, out, op) in misses.items():
@@ -160,7 +150,7 @@ def test_a_remembered_call_is_found_only_for_its_layouts_and_aliasing(monkeypatc
     assert len(launched) == 1
     # just clear of x's extent, on either side: found
     for y_ptr in (x2.data.ptr + extent, x2.data.ptr - extent):
-        out = _FakeCupyArray(y_ptr, (rows, cols))
+        out = FakeCupyArray(y_ptr, (rows, cols))
         assert api._repeat_call(x2, 1, "auto", out, "softmax") is out
     assert launched[1:] == [(x2.data.ptr, x2.data.ptr + extent, stream), (x2.data.ptr, x2.data.ptr - extent, stream)]
 
