@@ -1,6 +1,6 @@
 """Inputs the tests share: a GPU array's interface without memory (for the checks made
 before any device), a CuPy array's fields without memory (for the repeated calls' lookups),
-and seeded random rows in any dtype."""
+a stream with no device behind it, and seeded random rows in any dtype."""
 
 from types import SimpleNamespace
 
@@ -28,6 +28,21 @@ class FakeCupyArray:
             step *= n
         self.strides = tuple(strides)
         self.data = SimpleNamespace(ptr=ptr, device_id=0)
+
+
+class FakeStream:
+    """A CuPy stream's handle, context and synchronize, with no device behind them."""
+
+    ptr = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def synchronize(self):
+        pass
 
 
 def random_rows(shape, dtype="float32", scale=3.0, seed=0):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import synthetic
 from emulate import to_bits, widen
+from row_inputs import FakeStream
 
 import softmax_lab
 from softmax_lab.lab import bench, records, report
@@ -208,19 +209,6 @@ def test_variant_checks_on_the_gpu():
 
 
 # ------------------------------------------------------------ the whole run, on NumPy
-class _FakeStream:
-    ptr = 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def synchronize(self):
-        pass
-
-
 class _FakeEvent:
     def record(self, stream=None):
         import time
@@ -237,7 +225,7 @@ class _FakeCupy(types.ModuleType):
     def __init__(self):
         super().__init__("cupy")
         self.cuda = SimpleNamespace(
-            Stream=lambda non_blocking=False: _FakeStream(), Event=_FakeEvent,
+            Stream=lambda non_blocking=False: FakeStream(), Event=_FakeEvent,
             get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3 + 1e-3,
             runtime=SimpleNamespace(memGetInfo=lambda: (80 * 2**30, 80 * 2**30), runtimeGetVersion=lambda: 12090,
                                     driverGetVersion=lambda: 13000, CUDARuntimeError=RuntimeError))

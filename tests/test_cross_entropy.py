@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from devices import A100, H200
 from emulate import cross_entropy_row
-from row_inputs import FakeCupyArray, FakeGpuArray, random_rows
+from row_inputs import FakeCupyArray, FakeGpuArray, FakeStream, random_rows
 from sanitizer import run_sanitized
 
 import softmax_lab
@@ -248,16 +248,7 @@ def test_a_remembered_loss_call_is_found_only_for_its_layouts_and_keywords(monke
     cupy = pytest.importorskip("cupy")
     CE = importlib.import_module("softmax_lab.cross_entropy")  # the module, not the function of its name
 
-    class Stream:
-        ptr = 0
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    stream, made = Stream(), []
+    stream, made = FakeStream(), []
 
     def empty(shape, dtype="float32"):
         made.append(FakeCupyArray((1 << 40) + 256 * len(made), shape if isinstance(shape, tuple) else (shape,),
