@@ -4,6 +4,7 @@ a stream with no device behind it, and seeded random rows in any dtype."""
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 
@@ -19,8 +20,6 @@ class FakeCupyArray:
     the lookup's tests with `cupy.ndarray` patched to this class."""
 
     def __init__(self, ptr, shape, dtype="float32"):
-        import numpy as np
-
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         strides, step = [], self.dtype.itemsize
         for n in reversed(self.shape):
