@@ -292,6 +292,7 @@ def test_a_remembered_loss_call_is_found_only_for_its_layouts_and_keywords(monke
         "an integer z_loss": (x2, t2, g2, (int, -100, str, "none", float, 0.0, int, 0, False)),
         "return_lse": (x2, t2, g2, asked[:-1] + (True,)),
         "no grad_out": (x2, t2, None, asked),
+        # 16-byte aligned as the remembered grad_out, so that only the extents' check refuses it
         "grad_out overlapping": (x2, t2, FakeCupyArray(x2.data.ptr + extent // 16 * 16 - 16, (rows, vocab)), asked),
     }
     for what, (xa, ta, ga, asked_here) in misses.items():

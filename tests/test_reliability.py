@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from row_inputs import FakeCupyArray
+from row_inputs import FakeCupyArray, FakeStream
 
 import softmax_lab
 from softmax_lab import api, arrays, loader
@@ -110,10 +110,8 @@ def test_a_remembered_call_is_found_only_for_its_layouts_and_aliasing(monkeypatc
     a call with the remembered layouts and alignments and an out clear of x launches with its own
     pointers; another shape, dtype, axis, variant, op, alignment, an out at x's own pointer or one
     that overlaps x's extent takes the checked path.  No GPU."""
-    from types import SimpleNamespace
-
     cupy = pytest.importorskip("cupy")
-    stream = SimpleNamespace(ptr=0)
+    stream = FakeStream()
     monkeypatch.setattr(cupy, "ndarray", FakeCupyArray)
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
     monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda device=-1: stream)
